@@ -1,0 +1,5 @@
+"""``python -m rlgen``."""
+
+from rlgen.cli import main
+
+raise SystemExit(main())

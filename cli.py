@@ -1,0 +1,165 @@
+"""The ``rlgen`` command line. It parses arguments and picks a reporter; the work is elsewhere.
+
+Exit codes (documented in the README and tested):
+
+* 0 — success (every spec valid; build written; training finished)
+* 1 — invalid spec (diagnostics printed)
+* 2 — usage or I/O error (bad arguments, missing file, unwritable output)
+* 3 — internal error (a bug in rlgen; set RLGEN_DEBUG=1 for the traceback)
+* 130 — interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from rlgen import __version__
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable files: exit 2 with a one-line message."""
+
+
+def _expand(patterns: Sequence[str]) -> list[str]:
+    files: list[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matched = sorted(glob.glob(pattern, recursive=True))
+            if not matched:
+                raise UsageError(f"no files match '{pattern}'")
+            files.extend(matched)
+        else:
+            files.append(pattern)
+    return files
+
+
+def _color(stream) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def _hosts(value: str) -> list[str]:
+    return [h.strip() for h in value.split(",") if h.strip()]
+
+
+def _deploy_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("deployment overrides (the algorithm part of the spec is unchanged)")
+    g.add_argument("--policy", help="distribution policy: single, actors-learner, central-inference, multi-learner")
+    g.add_argument("--workers", type=int, metavar="N", help="number of processes (Horovod ranks)")
+    g.add_argument("--hosts", type=_hosts, metavar="H1:S,H2:S", help="hosts and slots, e.g. node1:2,node2:2")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from rlgen.api import validate_file
+    from rlgen.dsl.diagnostics import Severity
+    from rlgen.dsl.report import REPORTERS
+
+    files = _expand(args.files)
+    results = []
+    for f in files:
+        try:
+            results.append(validate_file(f, policy=args.policy, workers=args.workers, hosts=args.hosts))
+        except OSError as exc:
+            raise UsageError(f"cannot read {f}: {exc.strerror or exc}") from None
+    diags = [d for r in results for d in r.diagnostics]
+    if args.warnings_as_errors:
+        diags = [d if d.severity is Severity.ERROR else _as_error(d) for d in diags]
+    ok = not any(d.severity is Severity.ERROR for d in diags)
+    if args.format == "json":
+        per_file = [
+            {"file": r.file, "valid": not any(d.file == r.file and d.severity is Severity.ERROR for d in diags)}
+            for r in results
+        ]
+        print(json.dumps({"valid": ok, "files": per_file, "diagnostics": [d.to_dict() for d in diags]}, indent=2))
+    else:
+        sources = {r.file: r.text for r in results}
+        out = REPORTERS[args.format](diags, sources, _color(sys.stdout))
+        if out:
+            print(out)
+        if args.format == "text" and not args.quiet:
+            for r in results:
+                if not any(d.file == r.file for d in diags):
+                    print(f"{r.file}: ok")
+    return EXIT_OK if ok else EXIT_INVALID
+
+
+def _as_error(d):
+    import dataclasses
+
+    from rlgen.dsl.diagnostics import Severity
+
+    return dataclasses.replace(d, severity=Severity.ERROR)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from rlgen.dsl.schema import schema_text
+
+    sys.stdout.write(schema_text())
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlgen",
+        description="Define an RL algorithm once (.rl.yaml); validate, build and run it under any distribution policy.",
+        epilog="exit codes: 0 ok, 1 invalid spec, 2 usage or I/O error, 3 internal error",
+    )
+    parser.add_argument("--version", action="version", version=f"rlgen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "validate",
+        help="check specs against the schema and semantic rules",
+        description="Check .rl.yaml specs: YAML, JSON Schema, then semantic rules. "
+        "Reports every error with file:line:column. Never imports TensorFlow.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="spec files or globs (quote globs: 'specs/**/*.rl.yaml')")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (default), json, or github (workflow annotations)",
+    )
+    p.add_argument("--warnings-as-errors", "-W", action="store_true", help="fail on warnings too")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only problems")
+    _deploy_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of the language",
+        description="Print the JSON Schema (draft 2020-12) of the .rl.yaml language.",
+    )
+    p.set_defaults(func=cmd_schema)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"rlgen {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"rlgen {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # never show users a traceback unless asked
+        if os.environ.get("RLGEN_DEBUG"):
+            raise
+        print(
+            f"rlgen {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in rlgen; rerun with RLGEN_DEBUG=1 for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

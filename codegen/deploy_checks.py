@@ -1,0 +1,113 @@
+"""Checks of a spec against its distribution policy, run by ``rlgen validate`` before launch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rlgen.codegen.policies import POLICIES, DistributionPolicy
+from rlgen.dsl.catalog import LEARNER_KINDS
+from rlgen.dsl.dataflow import Dataflow
+from rlgen.dsl.diagnostics import did_you_mean, quote_list
+from rlgen.dsl.findings import Finding, error
+from rlgen.dsl.spec import Spec
+
+_DEPLOY = ("deploy",)
+
+
+def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
+    """A partition entry the user can paste, written with this spec's own names."""
+    if kind == "env":
+        steps = flow.calls_to("env.step")
+        call = steps[0].call.call if steps else None
+        send = ", ".join(a.text for a in call.args) if call else "action"
+        recv = ", ".join(o.text for o in call.outputs) if call else "next_obs, reward, terminated, truncated"
+        return f"env: {{at: env.step, send: [{send}], receive: [{recv}]}}"
+    if kind == "experience":
+        learn = next((c for c in flow.calls if c.kind in LEARNER_KINDS), None)
+        blocks = [b.name for b in spec.loop.blocks]
+        after = blocks[blocks.index(learn.block.name) - 1] if learn and blocks.index(learn.block.name) else "rollout"
+        send = ", ".join(a.text for a in learn.call.call.args) if learn else "buffer, obs"
+        return f"experience: {{after: {after}, send: [{send}], receive: [weights]}}"
+    learn = next((c for c in flow.calls if c.kind in LEARNER_KINDS and c.method.name == "update"), None)
+    target = learn.call.call.target if learn else "learner.update"
+    return f"gradients: {{at: {target}, reduce: [gradients]}}"
+
+
+def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
+    """Does the spec support its deploy policy with this many workers and hosts?
+
+    ```yaml
+    deploy: {policy: central-inference, workers: 3}
+    env: {id: CartPole-v1, num_envs: 3}     # E602: 3 envs do not split over 2 env workers
+    ```
+    """
+    policy: DistributionPolicy | None = POLICIES.get(spec.deploy.policy)
+    if policy is None:
+        yield error(
+            "E600",
+            (*_DEPLOY, "policy"),
+            f"unknown policy '{spec.deploy.policy}'{did_you_mean(spec.deploy.policy, POLICIES)}",
+            f"policies: {quote_list(POLICIES)}",
+        )
+        return
+    workers = spec.deploy.workers
+    if workers < policy.min_workers:
+        yield error(
+            "E601",
+            (*_DEPLOY, "workers"),
+            f"policy '{policy.name}' needs at least {policy.min_workers} workers, got {workers}",
+            f"set `workers: {policy.min_workers}` or more (or --workers)",
+        )
+        return
+    if policy.max_workers is not None and workers > policy.max_workers:
+        yield error(
+            "E601",
+            (*_DEPLOY, "workers"),
+            f"policy '{policy.name}' runs in {policy.max_workers} process, got workers: {workers}",
+            "use a distributed policy, e.g. multi-learner",
+        )
+        return
+    if policy.cut is not None and not any(p.kind == policy.cut for p in spec.partitions.values()):
+        yield error(
+            "E508",
+            (*_DEPLOY, "policy"),
+            f"policy '{policy.name}' cuts the loop at a{'n' * (policy.cut[0] in 'ae')} "
+            f"{policy.cut} partition, but `partitions:` declares none",
+            f"add under `partitions:`  {_suggest_partition(spec, flow, policy.cut)}",
+        )
+    env_workers = policy.env_workers(workers)
+    if spec.env.num_envs % env_workers:
+        yield error(
+            "E602",
+            ("env", "num_envs"),
+            f"{spec.env.num_envs} envs do not split evenly over "
+            f"{env_workers} env-stepping workers of policy '{policy.name}' ({workers} workers)",
+            f"use a multiple of {env_workers} envs, or change the number of workers",
+        )
+    learners = policy.learner_workers(workers)
+    for name, comp in spec.components.items():
+        if comp.kind == "ppo" and learners > 1 and comp.get("minibatch") % learners:
+            yield error(
+                "E603",
+                ("components", name, "minibatch"),
+                f"minibatch {comp.get('minibatch')} does not split evenly over {learners} learners",
+                f"use a multiple of {learners}",
+            )
+    slots = 0
+    for i, host in enumerate(spec.deploy.hosts):
+        _, _, count = host.rpartition(":")
+        slots += int(count) if count.isdigit() else 0
+        if host in spec.deploy.hosts[:i]:
+            yield error(
+                "E604",
+                (*_DEPLOY, "hosts", i),
+                f"host '{host}' is listed twice",
+                "list each host once with its slot count",
+            )
+    if spec.deploy.hosts and slots < workers:
+        yield error(
+            "E604",
+            (*_DEPLOY, "hosts"),
+            f"the hosts offer {slots} slots for {workers} workers",
+            "add hosts or slots (host:slots), or lower workers",
+        )

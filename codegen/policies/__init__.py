@@ -1,0 +1,12 @@
+"""The distribution policies. Adding one is one new file here plus one line below."""
+
+from __future__ import annotations
+
+from rlgen.codegen.policies import actors_learner, central_inference, multi_learner, single
+from rlgen.codegen.policies.base import Collective, DistributionPolicy, Role
+
+POLICIES: dict[str, DistributionPolicy] = {
+    p.POLICY.name: p.POLICY for p in (single, actors_learner, central_inference, multi_learner)
+}
+
+__all__ = ["POLICIES", "Collective", "DistributionPolicy", "Role"]

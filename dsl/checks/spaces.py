@@ -1,0 +1,89 @@
+"""The env and the action space: does each policy and learner fit it?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rlgen.dsl.catalog import TF_ENVS
+from rlgen.dsl.checks import Context, Finding, check, error
+from rlgen.dsl.diagnostics import quote_list
+
+
+@check
+def env_source(ctx: Context) -> Iterator[Finding]:
+    """The env has an ``id`` or a ``factory``, and an in-graph backend exists for it.
+
+    ```yaml
+    env: {id: LunarLander-v3, backend: tensorflow}   # E404: no in-graph LunarLander
+    ```
+    """
+    env = ctx.spec.env
+    if env.id is None and env.factory is None:
+        yield error(
+            "E406",
+            ("env",),
+            "the env needs an `id` (a gymnasium id) or a `factory`",
+            "e.g. `env: {id: CartPole-v1, num_envs: 8}`",
+        )
+    if env.id and env.factory:
+        yield error(
+            "E406",
+            ("env", "factory"),
+            "give either `id` or `factory`, not both",
+            "`factory` makes a custom env; remove `id`, or remove `factory` to use gymnasium",
+        )
+    if env.backend == "tensorflow" and env.id not in TF_ENVS:
+        yield error(
+            "E404",
+            ("env", "backend"),
+            f"there is no in-graph TensorFlow version of '{env.id}'",
+            f"in-graph envs: {quote_list(TF_ENVS)}; or use `backend: gymnasium`",
+        )
+
+
+@check
+def action_space_fit(ctx: Context) -> Iterator[Finding]:
+    """Policies and Q-networks fit the env's action space.
+
+    ```yaml
+    env: {id: Pendulum-v1}
+    components:
+      actor: {kind: policy, network: pi, distribution: categorical}   # E402: actions are continuous
+      q: {kind: qvalue, network: qnet}                                # E403: DQN needs discrete actions
+    ```
+    """
+    if ctx.spaces is None:
+        return
+    action = ctx.spaces.action
+    env_name = ctx.spec.env.id or "the env"
+    for name, comp in ctx.spec.components.items():
+        if comp.kind == "policy":
+            dist = comp.get("distribution", "auto")
+            if dist == "categorical" and action.kind != "discrete":
+                yield error(
+                    "E402",
+                    ("components", name, "distribution"),
+                    f"a categorical policy needs discrete actions; {env_name} has {action.describe()}",
+                    "use `distribution: gaussian` (or `auto`)",
+                )
+            if dist == "gaussian" and action.kind != "box":
+                yield error(
+                    "E402",
+                    ("components", name, "distribution"),
+                    f"a gaussian policy needs continuous actions; {env_name} has {action.describe()}",
+                    "use `distribution: categorical` (or `auto`)",
+                )
+            if action.kind == "box" and len(action.shape) != 1:
+                yield error(
+                    "E402",
+                    ("components", name),
+                    f"rlgen policies need a flat Box action space; {env_name} has {action.describe()}",
+                    "flatten the action space in a wrapper",
+                )
+        if comp.kind in ("qvalue", "dqn") and action.kind != "discrete":
+            yield error(
+                "E403",
+                ("components", name, "kind"),
+                f"{comp.kind} needs a discrete action space; {env_name} has {action.describe()}",
+                "use a policy-gradient learner (ppo, a2c) for continuous actions",
+            )

@@ -1,0 +1,94 @@
+"""Budgets and batch sizes: what would otherwise fail (or silently do nothing) mid-training."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rlgen.dsl.checks import Context, Finding, check, error, warning
+
+
+def steps_per_iteration(ctx: Context) -> int:
+    """Env steps (over all envs) taken by one iteration of the loop."""
+    per_env = sum(b.repeat for b in ctx.spec.loop.blocks for lc in b.calls if lc.call.target == "env.step")
+    return per_env * ctx.spec.env.num_envs
+
+
+@check
+def budget(ctx: Context) -> Iterator[Finding]:
+    """The budget covers at least one iteration; periodic work happens within it.
+
+    ```yaml
+    env: {id: CartPole-v1, num_envs: 8}
+    loop: {rollout: {repeat: 32, do: [...]}}
+    train: {total_steps: 100}     # E701: one iteration takes 256 steps
+    ```
+    """
+    per_iter = steps_per_iteration(ctx)
+    train = ctx.spec.train
+    if per_iter and train.total_steps < per_iter:
+        yield error(
+            "E701",
+            ("train", "total_steps"),
+            f"total_steps ({train.total_steps}) is less than one iteration of the loop ({per_iter} env steps)",
+            f"use at least {per_iter}",
+        )
+    for key, every in (("eval", train.eval.every), ("checkpoint", train.checkpoint.every)):
+        if every > train.total_steps:
+            yield warning(
+                "W702",
+                ("train", key, "every"),
+                f"{key}.every ({every}) exceeds total_steps ({train.total_steps}), so it never happens during training",
+                "lower it, or set 0 to disable",
+            )
+    for block in ctx.spec.loop.blocks:
+        if block.after and block.after >= train.total_steps:
+            yield warning(
+                "W703",
+                (*block.path, "after"),
+                f"block '{block.name}' starts after {block.after} env steps, at or beyond total_steps",
+                "lower `after`",
+            )
+
+
+@check
+def minibatches(ctx: Context) -> Iterator[Finding]:
+    """A PPO minibatch fits in, and divides, the rollout batch (steps × envs).
+
+    ```yaml
+    env: {id: CartPole-v1, num_envs: 8}
+    components: {learner: {kind: ppo, minibatch: 100, ...}}
+    loop: {rollout: {repeat: 32, ...}}      # E704: 256 samples are not a multiple of 100
+    ```
+    """
+    for info in ctx.flow.calls:
+        if info.kind != "ppo" or info.method.name != "update":
+            continue
+        comp = ctx.spec.components[info.call.call.component]
+        inserts = [
+            c
+            for c in ctx.flow.calls
+            if c.method.name == "insert"
+            and info.call.call.args
+            and c.call.call.component == info.call.call.args[0].text
+        ]
+        if not inserts:
+            continue
+        batch = inserts[0].block.repeat * ctx.spec.env.num_envs
+        mb = comp.get("minibatch")
+        path = ("components", info.call.call.component, "minibatch")
+        if mb > batch:
+            yield error(
+                "E704",
+                path,
+                f"minibatch ({mb}) is larger than the rollout batch ({batch} = "
+                f"{inserts[0].block.repeat} steps × {ctx.spec.env.num_envs} envs)",
+                f"use a minibatch ≤ {batch}, or collect more steps per iteration",
+            )
+        elif batch % mb:
+            divisors = [d for d in range(mb, 0, -1) if batch % d == 0][:1]
+            yield error(
+                "E704",
+                path,
+                f"the rollout batch ({batch}) is not a multiple of minibatch ({mb}); the last minibatch would be short",
+                f"use a divisor of {batch}, e.g. {divisors[0]}",
+            )

@@ -1,0 +1,171 @@
+"""The JSON Schema stage: validate plain data, and explain each failure in the user's terms."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from rlgen.dsl.calls import CallSyntaxError, parse_call
+from rlgen.dsl.diagnostics import did_you_mean, quote_list
+from rlgen.dsl.findings import Finding, error
+
+SCHEMA_FILE = "rlgen.schema.json"
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+@functools.cache
+def schema_text() -> str:
+    return resources.files("rlgen.schemas").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+
+
+@functools.cache
+def validator() -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(json.loads(schema_text()))
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_call_path(path: tuple) -> bool:
+    return len(path) >= 3 and path[0] == "loop" and isinstance(path[-1], int)
+
+
+def _leaves(err: ValidationError) -> Iterator[ValidationError]:
+    """Flatten anyOf/oneOf into the most relevant alternative's errors."""
+    if err.validator in ("anyOf", "oneOf") and err.context:
+        best = best_match(err.context)
+        siblings = [e for e in err.context if e.relative_schema_path[0] == best.relative_schema_path[0]]
+        # A type mismatch against every alternative: report the whole thing as one error.
+        if all(e.validator == "type" for e in err.context):
+            yield err
+            return
+        for e in siblings:
+            yield from _leaves(e)
+    else:
+        yield err
+
+
+def _explain(err: ValidationError) -> Iterator[Finding]:
+    path = tuple(err.absolute_path)
+    v, inst, sch = err.validator, err.instance, err.schema
+    if v == "additionalProperties" and isinstance(inst, dict):
+        allowed = list(sch.get("properties", {}))
+        for key in inst:
+            if key not in allowed:
+                yield error(
+                    "E202",
+                    (*path, key),
+                    f"unknown key '{key}'{did_you_mean(key, allowed)}",
+                    f"allowed here: {quote_list(allowed)}",
+                    key=True,
+                )
+    elif v == "required":
+        missing = err.validator_value
+        for key in missing:
+            if isinstance(inst, dict) and key not in inst:
+                desc = sch.get("properties", {}).get(key, {}).get("description", "")
+                yield error("E201", path, f"missing required key '{key}'", desc, key=bool(path))
+    elif v == "enum":
+        options = [str(o) for o in err.validator_value]
+        yield error(
+            "E203",
+            path,
+            f"{_describe(inst)} is not allowed here{did_you_mean(str(inst), options)}",
+            f"one of: {', '.join(options)}",
+        )
+    elif v == "const":
+        yield error(
+            "E203",
+            path,
+            f"{_describe(inst)} is not allowed here; expected {_describe(err.validator_value)}",
+            sch.get("description", ""),
+        )
+    elif v == "type" or (v in ("anyOf", "oneOf")):
+        types = err.validator_value if v == "type" else [s.get("type") for s in err.validator_value]
+        types = [t for t in (types if isinstance(types, list) else [types]) if t]
+        expected = " or ".join(_TYPE_NAMES.get(t, t) for t in types) or "a different value"
+        hint = sch.get("description", "")
+        if isinstance(inst, str) and "number" in types:
+            hint = "write numbers without quotes, e.g. 1.0e-3"
+        yield error("E204", path, f"expected {expected}, got {_describe(inst)}", hint)
+    elif v == "pattern" and _is_call_path(path) and isinstance(inst, str):
+        try:
+            parse_call(inst)
+        except CallSyntaxError as exc:
+            yield error("E206", path, f"bad call: {exc.message}", exc.hint, offset=exc.offset)
+        else:
+            yield error(
+                "E206",
+                path,
+                "bad call: names must be lowercase identifiers",
+                "write component.method(arg, ...) -> out, ... with names like next_obs",
+                offset=0,
+            )
+    elif v == "pattern" and "propertyNames" in err.schema_path:
+        yield error(
+            "E207",
+            (*path, inst),
+            f"'{inst}' is not a valid name",
+            "names are lowercase letters, digits and '_', starting with a letter or '_'",
+            key=True,
+        )
+    elif v in ("pattern", "maxLength", "minLength", "format"):
+        yield error(
+            "E205",
+            path,
+            f"{_describe(inst)} is not valid here: {sch.get('description', err.message)}",
+            _examples_hint(sch),
+        )
+    elif v in (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "multipleOf",
+        "minProperties",
+        "maxProperties",
+    ):
+        yield error("E208", path, f"{err.message}", _examples_hint(sch) or sch.get("description", ""))
+    elif v == "not":
+        yield error("E209", path, f"{_describe(inst)} is not allowed here", sch.get("description", ""))
+    else:
+        yield error("E200", path, err.message, sch.get("description", ""))
+
+
+def _examples_hint(schema: dict[str, Any]) -> str:
+    examples = schema.get("examples") or []
+    return f"for example: {json.dumps(examples[0])}" if examples else ""
+
+
+def check_schema(data: Any) -> list[Finding]:
+    """All schema errors of ``data``, explained; empty when it conforms."""
+    findings: list[Finding] = []
+    seen: set[tuple] = set()
+    errors = sorted(validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    for top in errors:
+        for leaf in _leaves(top):
+            for f in _explain(leaf):
+                key = (f.code, f.path, f.message)
+                if key not in seen:
+                    seen.add(key)
+                    findings.append(f)
+    return findings

@@ -1,0 +1,479 @@
+"""The typed Spec: small frozen dataclasses built once from a schema-valid document.
+
+Defaults live here (and, identically, in ``schemas/rlgen.schema.json``; a test
+keeps them equal). Every field's meaning is documented in ``docs/language.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlgen.dsl.calls import Call, CallSyntaxError, parse_call
+from rlgen.dsl.catalog import METHODS, Method, Param
+
+PathT = tuple[str | int, ...]
+
+
+# --- rates and optimizers ---------------------------------------------------
+@dataclass(frozen=True)
+class LinearSchedule:
+    """A value that moves linearly from ``start`` to ``end`` over training progress."""
+
+    start: float
+    end: float = 0.0
+    schedule: str = "linear"
+
+
+Rate = float | LinearSchedule
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """``adam`` (uses ``eps``) or ``rmsprop`` (uses ``alpha`` and ``eps``)."""
+
+    kind: str = "adam"
+    eps: float = 1.0e-5
+    alpha: float = 0.99
+
+
+# --- env ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpaceDecl:
+    """A declared space: ``{n: 2}`` (discrete) or ``{shape: [1], low, high}`` (box)."""
+
+    n: int | None = None
+    shape: tuple[int, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """The environment: a gymnasium id, an in-graph TF env, or a custom factory."""
+
+    id: str | None = None
+    backend: str = "gymnasium"
+    factory: str | None = None
+    num_envs: int = 1
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    observation: SpaceDecl | None = None
+    action: SpaceDecl | None = None
+
+
+# --- networks -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Network:
+    """An MLP (``hidden``, ``activation``, ``init``) or a custom network (``impl``, ``args``)."""
+
+    name: str
+    kind: str = "mlp"
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init: str = "orthogonal"
+    impl: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+# --- components ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Exploration:
+    """ε-greedy exploration, linear from ``initial`` to ``final`` over ``fraction`` of training."""
+
+    initial: float = 1.0
+    final: float = 0.05
+    fraction: float = 0.1
+
+
+PPO_DEFAULTS: dict[str, Any] = {
+    "lr": 3.0e-4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip": 0.2,
+    "clip_value": None,
+    "epochs": 10,
+    "minibatch": 64,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "normalize_advantage": True,
+    "optimizer": Optimizer("adam", eps=1.0e-5),
+}
+A2C_DEFAULTS: dict[str, Any] = {
+    "lr": 7.0e-4,
+    "gamma": 0.99,
+    "gae_lambda": 1.0,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "normalize_advantage": False,
+    "optimizer": Optimizer("rmsprop", eps=1.0e-5, alpha=0.99),
+}
+DQN_DEFAULTS: dict[str, Any] = {
+    "lr": 1.0e-4,
+    "gamma": 0.99,
+    "tau": 1.0,
+    "double": False,
+    "max_grad_norm": 10.0,
+    "optimizer": Optimizer("adam", eps=1.0e-8),
+}
+COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "policy": {"distribution": "auto", "log_std_init": 0.0},
+    "value": {},
+    "qvalue": {"exploration": Exploration()},
+    "rollout": {"length": None},
+    "replay": {"capacity": 1_000_000, "batch_size": 32},
+    "ppo": PPO_DEFAULTS,
+    "a2c": A2C_DEFAULTS,
+    "dqn": DQN_DEFAULTS,
+    "custom": {"args": {}, "placement": "compute"},
+}
+
+
+@dataclass(frozen=True)
+class Component:
+    """A component: ``kind`` plus its settings (defaults filled in), and its methods."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    methods: dict[str, Method]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+# --- loop ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoopCall:
+    """A parsed call and where it is in the document."""
+
+    call: Call
+    path: PathT
+
+
+@dataclass(frozen=True)
+class Block:
+    """A loop block: calls run in order, ``repeat`` times, on every ``every``-th iteration."""
+
+    name: str
+    calls: tuple[LoopCall, ...]
+    repeat: int = 1
+    every: int = 1
+    after: int = 0
+    carry: tuple[tuple[str, str], ...] = ()
+    path: PathT = ()
+
+
+@dataclass(frozen=True)
+class Loop:
+    init: Block | None
+    blocks: tuple[Block, ...]
+
+    def all_blocks(self) -> tuple[Block, ...]:
+        return ((self.init,) if self.init else ()) + self.blocks
+
+
+# --- partitions, deploy, train ------------------------------------------------
+@dataclass(frozen=True)
+class Partition:
+    """A point where the loop may be cut, and what crosses it."""
+
+    name: str
+    at: str | None = None
+    after: str | None = None
+    send: tuple[str, ...] = ()
+    receive: tuple[str, ...] = ()
+    reduce: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``env`` (at env.step), ``experience`` (after a block) or ``gradients`` (reduce)."""
+        if self.reduce:
+            return "gradients"
+        if self.after is not None:
+            return "experience"
+        return "env"
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """Distribution policy, number of workers (ranks), and hosts (``host:slots``)."""
+
+    policy: str = "single"
+    workers: int = 1
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stop:
+    mean_return: float | None = None
+    window: int = 100
+
+
+@dataclass(frozen=True)
+class Eval:
+    every: int = 0
+    episodes: int = 10
+    deterministic: bool = True
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    every: int = 0
+    keep: int = 3
+
+
+@dataclass(frozen=True)
+class Log:
+    every: int = 1
+    tensorboard: bool = True
+
+
+@dataclass(frozen=True)
+class Train:
+    """Budget in env steps, seed, stop condition, evaluation, checkpoints, logs."""
+
+    total_steps: int
+    seed: int = 0
+    stop: Stop = Stop()
+    eval: Eval = Eval()
+    checkpoint: Checkpoint = Checkpoint()
+    log: Log = Log()
+    run_dir: str = "runs"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A whole validated spec."""
+
+    name: str
+    env: EnvSpec
+    networks: dict[str, Network]
+    components: dict[str, Component]
+    loop: Loop
+    partitions: dict[str, Partition]
+    deploy: Deploy
+    train: Train
+    description: str = ""
+    version: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec (all defaults filled in) as plain data."""
+        return resolved(self)
+
+
+# --- building -----------------------------------------------------------------
+def _rate(value: Any) -> Rate:
+    if isinstance(value, dict):
+        return LinearSchedule(float(value["start"]), float(value.get("end", 0.0)))
+    return float(value)
+
+
+def _optimizer(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
+    if value is None:
+        return default
+    kind = value.get("kind", default.kind)
+    base = default if kind == default.kind else Optimizer(kind, eps=1.0e-5 if kind == "rmsprop" else 1.0e-8)
+    return Optimizer(kind, float(value.get("eps", base.eps)), float(value.get("alpha", base.alpha)))
+
+
+def _custom_methods(raw: dict[str, Any]) -> dict[str, Method]:
+    out = {}
+    for mname, decl in raw.items():
+        ins = tuple(Param(f"in{i}", t) for i, t in enumerate(decl.get("inputs", [])))
+        outs = tuple(Param(f"out{i}", t) for i, t in enumerate(decl.get("outputs", [])))
+        out[mname] = Method(mname, ins, outs)
+    return out
+
+
+def build_component(name: str, raw: dict[str, Any]) -> Component:
+    kind = raw["kind"]
+    settings = dict(COMPONENT_DEFAULTS.get(kind, {}))
+    for key, value in raw.items():
+        if key in ("kind", "methods"):
+            continue
+        if key in ("lr", "clip"):
+            settings[key] = _rate(value)
+        elif key == "optimizer":
+            settings[key] = _optimizer(value, settings.get("optimizer", Optimizer()))
+        elif key == "exploration":
+            settings[key] = dataclasses.replace(Exploration(), **value)
+        else:
+            settings[key] = value
+    methods = _custom_methods(raw.get("methods", {})) if kind == "custom" else METHODS.get(kind, {})
+    return Component(name, kind, settings, dict(methods))
+
+
+def build_block(name: str, raw: Any, path: PathT) -> Block:
+    """Build a block; calls are assumed parseable (the schema and the checks see to it)."""
+    if isinstance(raw, list):
+        raw, do_path = {"do": raw}, path
+    else:
+        do_path = (*path, "do")
+    calls = []
+    for i, text in enumerate(raw.get("do", [])):
+        try:
+            calls.append(LoopCall(parse_call(text), (*do_path, i)))
+        except CallSyntaxError:
+            continue
+    return Block(
+        name=name,
+        calls=tuple(calls),
+        repeat=int(raw.get("repeat", 1)),
+        every=int(raw.get("every", 1)),
+        after=int(raw.get("after", 0)),
+        carry=tuple((k, v) for k, v in raw.get("carry", {}).items()),
+        path=path,
+    )
+
+
+def _space(raw: dict[str, Any] | None) -> SpaceDecl | None:
+    if raw is None:
+        return None
+    shape = raw.get("shape")
+    return SpaceDecl(raw.get("n"), tuple(shape) if shape is not None else None, raw.get("low"), raw.get("high"))
+
+
+def build_spec(data: dict[str, Any]) -> Spec:
+    """Build a :class:`Spec` from a document that passed the JSON Schema."""
+    env_raw = data["env"]
+    spaces = env_raw.get("spaces", {})
+    env = EnvSpec(
+        id=env_raw.get("id"),
+        backend=env_raw.get("backend", "gymnasium"),
+        factory=env_raw.get("factory"),
+        num_envs=env_raw.get("num_envs", 1),
+        kwargs=dict(env_raw.get("kwargs", {})),
+        max_episode_steps=env_raw.get("max_episode_steps"),
+        observation=_space(spaces.get("observation")),
+        action=_space(spaces.get("action")),
+    )
+    networks = {}
+    for name, raw in data.get("networks", {}).items():
+        fields = {k: (tuple(v) if k == "hidden" else v) for k, v in raw.items()}
+        networks[name] = Network(name=name, **fields)
+    components = {name: build_component(name, raw) for name, raw in data["components"].items()}
+    loop_raw = data["loop"]
+    init = build_block("init", loop_raw["init"], ("loop", "init")) if "init" in loop_raw else None
+    blocks = tuple(build_block(n, b, ("loop", n)) for n, b in loop_raw.items() if n != "init")
+    partitions = {
+        name: Partition(
+            name,
+            raw.get("at"),
+            raw.get("after"),
+            tuple(raw.get("send", [])),
+            tuple(raw.get("receive", [])),
+            tuple(raw.get("reduce", [])),
+        )
+        for name, raw in data.get("partitions", {}).items()
+    }
+    dep = data.get("deploy", {})
+    deploy = Deploy(dep.get("policy", "single"), dep.get("workers", 1), tuple(dep.get("hosts", [])))
+    tr = data["train"]
+    train = Train(
+        total_steps=tr["total_steps"],
+        seed=tr.get("seed", 0),
+        stop=Stop(**tr.get("stop", {})),
+        eval=Eval(**tr.get("eval", {})),
+        checkpoint=Checkpoint(**tr.get("checkpoint", {})),
+        log=Log(**tr.get("log", {})),
+        run_dir=tr.get("run_dir", "runs"),
+    )
+    return Spec(
+        name=data["name"],
+        env=env,
+        networks=networks,
+        components=components,
+        loop=Loop(init, blocks),
+        partitions=partitions,
+        deploy=deploy,
+        train=train,
+        description=data.get("description", ""),
+        version=data["rlgen"],
+    )
+
+
+# --- resolved form ------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    if isinstance(value, LinearSchedule):
+        return {"schedule": value.schedule, "start": value.start, "end": value.end}
+    if isinstance(value, Optimizer):
+        out = {"kind": value.kind, "eps": value.eps}
+        if value.kind == "rmsprop":
+            out["alpha"] = value.alpha
+        return out
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _block_dict(block: Block) -> dict[str, Any]:
+    return {
+        "repeat": block.repeat,
+        "every": block.every,
+        "after": block.after,
+        "do": [str(c.call) for c in block.calls],
+        "carry": dict(block.carry),
+    }
+
+
+def _drop_none(value: Any, keep: frozenset[str] = frozenset({"clip_value"})) -> Any:
+    """Remove unset optional fields (``None``), except those whose ``null`` means something."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None or k in keep}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def resolved(spec: Spec) -> dict[str, Any]:
+    """The spec with every default made explicit, in the document's order."""
+    return _drop_none(_resolved(spec))
+
+
+def _resolved(spec: Spec) -> dict[str, Any]:
+    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action")}
+    if spec.env.observation or spec.env.action:
+        env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}
+    networks = {}
+    for name, net in spec.networks.items():
+        d = _plain(net)
+        del d["name"]
+        keep = ("kind", "hidden", "activation", "init") if net.kind == "mlp" else ("kind", "impl", "args")
+        networks[name] = {k: d[k] for k in keep}
+    components = {}
+    for name, comp in spec.components.items():
+        d = {"kind": comp.kind, **_plain(comp.settings)}
+        if comp.kind == "custom":
+            d["methods"] = {
+                m.name: {"inputs": [p.type for p in m.inputs], "outputs": [p.type for p in m.outputs]}
+                for m in comp.methods.values()
+            }
+        components[name] = d
+    loop = {b.name: _block_dict(b) for b in spec.loop.all_blocks()}
+    partitions = {}
+    for name, p in spec.partitions.items():
+        d: dict[str, Any] = {"at": p.at} if p.at else {"after": p.after}
+        for key in ("send", "receive", "reduce"):
+            if getattr(p, key):
+                d[key] = list(getattr(p, key))
+        partitions[name] = d
+    return {
+        "rlgen": spec.version,
+        "name": spec.name,
+        "description": spec.description,
+        "env": env,
+        "networks": networks,
+        "components": components,
+        "loop": loop,
+        "partitions": partitions,
+        "deploy": _plain(spec.deploy),
+        "train": _plain(spec.train),
+    }

@@ -1,0 +1,34 @@
+"""Shared pytest settings: `--update-goldens` rewrites snapshot files instead of comparing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.rl.yaml"))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true", help="rewrite golden files from current output")
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
+
+
+def check_golden(path: Path, actual: str, update: bool) -> None:
+    """Compare ``actual`` with the golden file at ``path`` (or rewrite it with --update-goldens)."""
+    if update or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+        if not update:
+            pytest.fail(f"golden file {path} was missing and has been written; review and commit it")
+        return
+    expected = path.read_text(encoding="utf-8")
+    assert actual == expected, f"output differs from {path}; rerun with --update-goldens if intended"

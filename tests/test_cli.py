@@ -1,0 +1,125 @@
+"""The command line as users and CI call it: exit codes, formats, no tracebacks, no TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+
+CORPUS = sorted((ROOT / "tests" / "corpus" / "invalid").glob("*.rl.yaml"))
+PPO = ROOT / "examples" / "ppo-cartpole.rl.yaml"
+
+
+def rlgen(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "rlgen", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+
+
+def test_version_and_help():
+    from rlgen import __version__
+
+    assert rlgen("--version").stdout.strip() == f"rlgen {__version__}"
+    for sub in ("validate", "schema"):
+        r = rlgen(sub, "--help")
+        assert r.returncode == 0 and "usage: rlgen " + sub in r.stdout
+
+
+def test_valid_examples_exit_0():
+    r = rlgen("validate", *EXAMPLES)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": ok") == len(EXAMPLES)
+
+
+def test_glob_is_expanded():
+    r = rlgen("validate", "examples/*.rl.yaml")
+    assert r.returncode == 0 and r.stdout.count(": ok") == len(EXAMPLES)
+
+
+def test_invalid_exit_1_with_compiler_style_output():
+    bad = ROOT / "tests/corpus/invalid/06-misspelt-learner-key.rl.yaml"
+    r = rlgen("validate", bad)
+    assert r.returncode == 1
+    assert f"{bad}:17:5: error[E202]: unknown key 'gama' (did you mean 'gamma'?)" in r.stdout
+    assert "    gama: 0.98" in r.stdout and "^" in r.stdout
+
+
+def test_every_error_of_every_file_is_reported():
+    r = rlgen("validate", "--format", "json", *CORPUS[:5], PPO)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["valid"] is False
+    assert {f["file"] for f in doc["files"] if not f["valid"]} == {str(p) for p in CORPUS[:5]}
+    assert {d["file"] for d in doc["diagnostics"]} == {str(p) for p in CORPUS[:5]}
+    assert all({"code", "line", "column", "path", "message", "hint"} <= d.keys() for d in doc["diagnostics"])
+
+
+def test_github_annotations():
+    bad = ROOT / "tests/corpus/invalid/06-misspelt-learner-key.rl.yaml"
+    r = rlgen("validate", "--format", "github", bad)
+    assert r.returncode == 1
+    assert r.stdout.startswith(f"::error file={bad},line=17,col=5,title=rlgen E202::unknown key 'gama'")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("validate", "does/not/exist.rl.yaml"),
+        ("validate", "nothing/matches/*.rl.yaml"),
+        ("validate",),
+        ("validate", "--format", "xml", str(PPO)),
+        ("frobnicate",),
+    ],
+)
+def test_usage_and_io_errors_exit_2_without_traceback(args):
+    r = rlgen(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip()
+
+
+def test_directory_instead_of_file_is_an_io_error():
+    r = rlgen("validate", "examples")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_no_traceback_for_any_corpus_file():
+    r = rlgen("validate", *CORPUS)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_deploy_overrides_are_checked():
+    assert rlgen("validate", PPO, "--policy", "central-inference", "--workers", "3").returncode == 0
+    r = rlgen("validate", PPO, "--policy", "central-inference", "--workers", "4")
+    assert r.returncode == 1 and "E602" in r.stdout
+
+
+def test_warnings_as_errors(tmp_path):
+    spec = tmp_path / "w.rl.yaml"
+    spec.write_text(re.sub(r"^networks:.*\n", "\\g<0>  unused: {kind: mlp}\n", PPO.read_text(), count=1, flags=re.M))
+    assert rlgen("validate", spec).returncode == 0
+    r = rlgen("validate", "-W", spec)
+    assert r.returncode == 1 and "W320" in r.stdout
+
+
+def test_schema_command_prints_the_schema():
+    r = rlgen("schema")
+    assert r.returncode == 0
+    assert json.loads(r.stdout) == json.loads((ROOT / "schemas" / "rlgen.schema.json").read_text())
+
+
+def test_validate_never_imports_tensorflow_or_horovod():
+    code = (
+        "import sys; from rlgen.cli import main; "
+        f"rc = main(['validate', '-q', *{[str(e) for e in EXAMPLES]!r}]); "
+        "bad = [m for m in ('tensorflow', 'horovod') if m in sys.modules]; "
+        "print(rc, bad); sys.exit(1 if bad or rc else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
