@@ -158,7 +158,7 @@ def analyze(spec: Spec) -> Dataflow:
             flow.calls.append(CallInfo(block, lc, kind, method))
             arity_ok = _check_arity(lc, method, flow)
             for i, arg in enumerate(lc.call.args):
-                ptype = method.inputs[i].type if arity_ok and i < len(method.inputs) else None
+                ptype = method.inputs[i].type if i < len(method.inputs) else None
                 _use(spec, flow, lc, arg, ptype, visible, carried, produced_at, pos)
             if kind in BUFFER_KINDS and method.name == "insert" and arity_ok:
                 flow.inserted[lc.call.component] = tuple(p.name for p in method.inputs[: len(lc.call.args)])

@@ -47,7 +47,7 @@ def test_invalid_exit_1_with_compiler_style_output():
     bad = ROOT / "tests/corpus/invalid/06-misspelt-learner-key.rl.yaml"
     r = rlgen("validate", bad)
     assert r.returncode == 1
-    assert f"{bad}:17:5: error[E202]: unknown key 'gama' (did you mean 'gamma'?)" in r.stdout
+    assert f"{bad}:18:5: error[E202]: unknown key 'gama' (did you mean 'gamma'?)" in r.stdout
     assert "    gama: 0.98" in r.stdout and "^" in r.stdout
 
 
@@ -64,7 +64,7 @@ def test_github_annotations():
     bad = ROOT / "tests/corpus/invalid/06-misspelt-learner-key.rl.yaml"
     r = rlgen("validate", "--format", "github", bad)
     assert r.returncode == 1
-    assert r.stdout.startswith(f"::error file={bad},line=17,col=5,title=rlgen E202::unknown key 'gama'")
+    assert r.stdout.startswith(f"::error file={bad},line=18,col=5,title=rlgen E202::unknown key 'gama'")
 
 
 @pytest.mark.parametrize(

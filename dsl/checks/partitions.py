@@ -195,8 +195,9 @@ def partition_crossings(ctx: Context) -> Iterator[Finding]:
       env: {at: env.step, send: [action], receive: [next_obs]}   # E505: reward is used but not received
     ```
     """
+    targets = {c.call.call.target for c in ctx.flow.calls}
     for name, part in ctx.spec.partitions.items():
-        if (part.at is None) == (part.after is None):
-            continue
+        if (part.at is None) == (part.after is None) or (part.at is not None and part.at not in targets):
+            continue  # already reported by partition_targets
         kind_checks = {"env": _env_cut, "experience": _experience_cut, "gradients": _gradient_cut}
         yield from kind_checks[part.kind](ctx, name, part)
