@@ -74,7 +74,16 @@ fi
 
 case "${1:-}" in
   "") log "done: activate with 'source $VENV/bin/activate'" ;;
-  main) shift; exec "$VENV/bin/rlgen" run "$ROOT/examples/ppo-cartpole.rl.yaml" "$@" ;;
-  test) shift; exec "$PY" -m pytest "$ROOT/tests" "$@" ;;
+  main)
+    shift
+    # The main job: validate every example, then build the PPO CartPole example.
+    # (Training it under the `single` policy joins here when `rlgen run` lands.)
+    cd "$ROOT"
+    "$VENV/bin/rlgen" validate examples/*.rl.yaml
+    if "$VENV/bin/rlgen" build --help >/dev/null 2>&1; then
+      "$VENV/bin/rlgen" build examples/ppo-cartpole.rl.yaml -o build/ppo-cartpole "$@"
+    fi
+    ;;
+  test) shift; cd "$ROOT"; exec "$PY" -m pytest tests "$@" ;;
   *) log "unknown command '$1' (use: main | test)"; exit 2 ;;
 esac
