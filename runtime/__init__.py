@@ -1,0 +1,1 @@
+"""What generated fragment modules call: networks, distributions, learners, buffers, envs, comm."""
