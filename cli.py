@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_schema)
 
+    from rlgen.codegen.cli import register as register_codegen
+
+    register_codegen(sub, _deploy_args)
     return parser
 
 

@@ -1,0 +1,227 @@
+"""``build()``: spec file → validated Spec → graph → passes → rendered build directory.
+
+A thin facade; each stage lives in its own module. Nothing here imports
+TensorFlow or Horovod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlgen import __version__
+from rlgen.codegen import dot, views
+from rlgen.codegen.graph import GraphError, build_graph
+from rlgen.codegen.ir import FDG, to_data, to_json
+from rlgen.codegen.passes import Context, CutError, run_passes
+from rlgen.codegen.policies import POLICIES
+from rlgen.codegen.render import RenderError, format_tree, ident, render
+from rlgen.dsl.envinfo import resolve_spaces
+from rlgen.dsl.validate import Result
+
+#: Marks a directory written by ``rlgen build``, so a rebuild may replace it (and nothing else).
+MARKER = ".rlgen-build"
+
+
+class BuildError(Exception):
+    """The spec is valid but cannot be built as asked (message says why and what to do)."""
+
+
+@dataclass
+class Build:
+    """The outcome: the FDG, and the files written (relative path → text)."""
+
+    fdg: FDG
+    files: dict[str, str]
+    out_dir: Path | None = None
+
+
+def default_workers(spec_workers: int, spec_policy: str, policy: str, workers: int | None) -> int:
+    if workers is not None:
+        return workers
+    if policy == spec_policy:
+        return spec_workers
+    return POLICIES[policy].min_workers if policy in POLICIES else 1
+
+
+def fdg_of(result: Result) -> tuple[FDG, Context]:
+    """Graph and passes for a validated result (its spec's deploy section says policy and workers)."""
+    spec, flow = result.spec, result.flow
+    assert spec is not None and flow is not None
+    policy = POLICIES[spec.deploy.policy]
+    workers = spec.deploy.workers
+    spaces, _ = resolve_spaces(spec.env)
+    try:
+        graph = build_graph(spec, flow, spaces, spec.env.num_envs // policy.env_workers(workers))
+        ctx = Context(spec, spaces, policy, spec.deploy.hosts)
+        return run_passes(FDG(graph, policy.name, workers), ctx), ctx
+    except (GraphError, CutError) as exc:
+        raise BuildError(str(exc)) from None
+
+
+def render_build(result: Result, spec_file: str) -> Build:
+    """Every file of the build directory, in memory (deterministic)."""
+    fdg, ctx = fdg_of(result)
+    missing = views.unsupported(fdg, ctx)
+    if missing:
+        raise BuildError(
+            f"rlgen build does not generate code for component kind(s) {', '.join(missing)} yet; "
+            "`rlgen validate` accepts the spec, and `rlgen graph` shows its FDG"
+        )
+    spec = ctx.spec
+    meta = {
+        "version": __version__,
+        "spec_file": spec_file,
+        "sha256": result.sha256,
+        "policy": fdg.policy,
+        "workers": fdg.workers,
+        "spec_name": spec.name,
+    }
+    package = ident(spec.name.replace("-", "_"))
+    files: dict[str, str] = {}
+    for frag in fdg.fragments:
+        view = views.fragment_view(fdg, ctx, frag)
+        template = "compute_fragment.py.j2" if frag.kind == "compute" else "env_worker.py.j2"
+        files[f"{package}/{ident(frag.name)}.py"] = render(template, meta=meta, f=view)
+    per_iter = views.steps_per_iteration(fdg, ctx)
+    files[f"{package}/main.py"] = render(
+        "main.py.j2",
+        meta=meta,
+        package=package,
+        ranks=[to_data(r) for r in fdg.ranks],
+        modules=[
+            {"module": f.name, "class_name": views.class_name(f.name)}
+            for f in sorted(fdg.fragments, key=lambda f: f.name)
+        ],
+        seed=spec.train.seed,
+        iterations=max(1, spec.train.total_steps // per_iter),
+        steps_per_iteration=per_iter,
+        log_every=spec.train.log.every,
+        roles={r.rank: r.role for r in fdg.ranks},
+        schedules=[views.role_schedule(fdg, ctx, role) for role in fdg.roles()],
+    )
+    files[f"{package}/__init__.py"] = render("package_init.py.j2", meta=meta)
+    files["fdg.json"] = to_json(fdg)
+    files["plan.json"] = json.dumps(plan(fdg, meta), sort_keys=True, indent=2) + "\n"
+    files["spec.resolved.json"] = json.dumps(spec.to_dict(), indent=2) + "\n"
+    files["fdg.dot"] = dot.to_dot(fdg, meta)
+    svg = dot.to_svg(files["fdg.dot"])
+    if svg is not None:
+        files["fdg.svg"] = svg
+    return Build(fdg, files)
+
+
+def plan(fdg: FDG, meta: dict) -> dict:
+    """Ranks, roles, fragments, collectives with payload shapes, process sets."""
+    return {
+        "rlgen": meta["version"],
+        "spec": meta["spec_file"],
+        "sha256": meta["sha256"],
+        "policy": fdg.policy,
+        "workers": fdg.workers,
+        "partition": fdg.partition,
+        "cut": fdg.cut,
+        "ranks": [to_data(r) for r in fdg.ranks],
+        "fragments": [
+            {
+                "name": f.name,
+                "kind": f.kind,
+                "role": f.role,
+                "replicas": f.replicas,
+                "batch": f.batch,
+                "steps": [s.name for s in f.steps],
+            }
+            for f in fdg.fragments
+        ],
+        "collectives": [to_data(t) for t in fdg.transfers if t.op != "local"],
+        "process_sets": [to_data(p) for p in fdg.process_sets],
+    }
+
+
+def _safe_out_dir(out_dir: Path) -> Path:
+    out = Path(os.path.abspath(out_dir))
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"output path {out_dir} exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise BuildError(
+            f"output directory {out_dir} is not empty and was not written by rlgen build; choose another -o or empty it"
+        )
+    return out
+
+
+def write_tree(files: dict[str, str], out_dir: Path) -> None:
+    """Write ``files`` into ``out_dir`` atomically (a sibling temp dir, then a rename)."""
+    out = _safe_out_dir(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, text in sorted(files.items()):
+            target = (tmp / rel).resolve()
+            if not target.is_relative_to(tmp.resolve()) or ".." in Path(rel).parts:
+                raise BuildError(f"refusing to write {rel!r} outside the build directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        (tmp / MARKER).write_text(f"rlgen {__version__}\n", encoding="utf-8")
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def formatted(files: dict[str, str]) -> dict[str, str]:
+    """``files`` with the Python ones formatted by ruff (unchanged when ruff is absent)."""
+    with tempfile.TemporaryDirectory(prefix="rlgen-fmt-") as tmp:
+        root = Path(tmp)
+        py = {rel: text for rel, text in files.items() if rel.endswith(".py")}
+        for rel, text in py.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        if not format_tree(root):
+            return files
+        return {rel: (root / rel).read_text(encoding="utf-8") if rel in py else text for rel, text in files.items()}
+
+
+def build(result: Result, out_dir: str | Path | None = None, spec_file: str | None = None) -> Build:
+    """Render (and with ``out_dir``, write) the build of a validated spec."""
+    name = spec_file or Path(result.file).name
+    try:
+        out = render_build(result, name)
+    except RenderError as exc:
+        raise BuildError(f"the spec holds a value that cannot be rendered safely: {exc}") from None
+    out.files = formatted(out.files)
+    if out_dir is not None:
+        write_tree(out.files, Path(out_dir))
+        out.out_dir = Path(out_dir)
+    return out
+
+
+def build_file(
+    spec_path: str | Path,
+    out_dir: str | Path | None = None,
+    policy: str | None = None,
+    workers: int | None = None,
+    hosts: list[str] | None = None,
+) -> tuple[Result, Build | None]:
+    """Validate ``spec_path`` (with deploy overrides) and build it; ``Build`` is None if invalid.
+
+    With a policy other than the spec's and no ``workers``, the policy's minimum is used.
+    """
+    from rlgen.api import validate_file
+
+    first = validate_file(spec_path)
+    if first.spec is not None and policy is not None:
+        workers = default_workers(first.spec.deploy.workers, first.spec.deploy.policy, policy, workers)
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
+    if not result.ok:
+        return result, None
+    return result, build(result, out_dir)

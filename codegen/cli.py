@@ -1,0 +1,108 @@
+"""``rlgen build`` and ``rlgen graph``: argument parsing and reporting only.
+
+Hooked into the main parser by ``register(sub, _deploy_args)`` in ``rlgen/cli.py``.
+Exit codes as ``validate``: 0 ok, 1 invalid spec (diagnostics printed), 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _validated(args: argparse.Namespace):
+    from rlgen.api import validate_file
+    from rlgen.codegen.build import default_workers
+    from rlgen.dsl.report import REPORTERS
+
+    try:
+        first = validate_file(args.spec)
+        workers = args.workers
+        if first.spec is not None and args.policy is not None:
+            workers = default_workers(first.spec.deploy.workers, first.spec.deploy.policy, args.policy, args.workers)
+        result = validate_file(args.spec, policy=args.policy, workers=workers, hosts=args.hosts)
+    except OSError as exc:
+        print(f"rlgen {args.command}: error: cannot read {args.spec}: {exc.strerror or exc}", file=sys.stderr)
+        return None, EXIT_USAGE
+    if not result.ok:
+        color = sys.stderr.isatty()
+        print(REPORTERS["text"](result.diagnostics, {result.file: result.text}, color), file=sys.stderr)
+        return None, EXIT_INVALID
+    return result, EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from rlgen.codegen.build import BuildError, build
+
+    result, code = _validated(args)
+    if result is None:
+        return code
+    out = Path(args.output) if args.output else Path("build") / result.spec.name
+    try:
+        done = build(result, out)
+    except BuildError as exc:
+        print(f"rlgen build: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"rlgen build: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    frags = ", ".join(f"{f.name} x{f.replicas}" for f in done.fdg.fragments)
+    print(f"{out}: policy {done.fdg.policy}, {done.fdg.workers} worker(s); fragments {frags}")
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from rlgen import __version__
+    from rlgen.codegen import dot
+    from rlgen.codegen.build import BuildError, fdg_of
+
+    result, code = _validated(args)
+    if result is None:
+        return code
+    try:
+        fdg, _ = fdg_of(result)
+    except BuildError as exc:
+        print(f"rlgen graph: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    meta = {"version": __version__, "spec_file": Path(args.spec).name, "sha256": result.sha256}
+    text = dot.to_dot(fdg, meta)
+    if args.format == "svg":
+        svg = dot.to_svg(text)
+        if svg is None:
+            print("rlgen graph: error: Graphviz `dot` is not installed; use --format dot", file=sys.stderr)
+            return EXIT_USAGE
+        text = svg
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def register(sub, deploy_args) -> None:
+    """Add ``build`` and ``graph`` to the ``rlgen`` sub-command parser."""
+    p = sub.add_parser(
+        "build",
+        help="generate the per-fragment code of a spec",
+        description="Validate a spec, cut its loop into fragments for a distribution "
+        "policy and write one module per fragment, plan.json, fdg.json and a "
+        "picture of the FDG. Never imports TensorFlow or Horovod.",
+    )
+    p.add_argument("spec", metavar="SPEC", help="the .rl.yaml spec")
+    p.add_argument("-o", "--output", metavar="DIR", help="build directory (default build/<name>)")
+    deploy_args(p)
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser(
+        "graph",
+        help="print the fragmented dataflow graph (DOT) of a spec",
+        description="Print the FDG with its placement as Graphviz DOT (or SVG).",
+    )
+    p.add_argument("spec", metavar="SPEC", help="the .rl.yaml spec")
+    p.add_argument("--format", choices=("dot", "svg"), default="dot")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    deploy_args(p)
+    p.set_defaults(func=cmd_graph)

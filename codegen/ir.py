@@ -1,0 +1,246 @@
+"""The intermediate representation between the spec and the templates.
+
+Everything here is a small frozen dataclass of plain data, so a graph, an FDG
+and a plan can be written to JSON and read back exactly
+(``from_json(to_json(x), type(x)) == x``). Keys are sorted and lists keep their
+order, so the same input always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+Shape = tuple[int | None, ...]
+
+
+# --- the dataflow graph -------------------------------------------------------------
+@dataclass(frozen=True)
+class Tensor:
+    """One array crossing an edge: dtype, shape, and which axis is the env batch (if any)."""
+
+    name: str
+    dtype: str
+    shape: Shape
+    batch_axis: int | None = None
+
+    def with_batch(self, batch: int) -> Tensor:
+        """The same tensor for a fragment that holds ``batch`` envs."""
+        if self.batch_axis is None:
+            return self
+        shape = list(self.shape)
+        shape[self.batch_axis] = batch
+        return dataclasses.replace(self, shape=tuple(shape))
+
+
+@dataclass(frozen=True)
+class Node:
+    """One call of the loop (``rollout.2`` = the third call of block ``rollout``).
+
+    ``placement`` is ``env`` (environment stepping), ``compute`` (TensorFlow) or
+    ``cpu`` (host-side bookkeeping such as buffers).
+    """
+
+    id: str
+    target: str
+    component: str
+    method: str
+    kind: str
+    placement: str
+    block: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A named value: who produces it, who uses it, what it holds.
+
+    A buffer component is an edge too (its contents, produced by its inserts).
+    ``carried_to`` names the value it becomes at the end of a repetition (``carry``).
+    """
+
+    name: str
+    type: str
+    producer: str
+    consumers: tuple[str, ...]
+    parts: tuple[Tensor, ...]
+    carried_to: str | None = None
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    """A loop block's schedule: ``repeat`` times in a row, every ``every``-th iteration, ``after`` steps."""
+
+    name: str
+    repeat: int
+    every: int
+    after: int
+    path: str
+    carry: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The loop as a dataflow graph; shapes use ``batch`` envs (envs per env-stepping worker)."""
+
+    spec: str
+    batch: int
+    blocks: tuple[BlockInfo, ...]
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+
+    def node(self, node_id: str) -> Node:
+        return next(n for n in self.nodes if n.id == node_id)
+
+    def edge(self, name: str) -> Edge:
+        return next(e for e in self.edges if e.name == name)
+
+    def block(self, name: str) -> BlockInfo:
+        return next(b for b in self.blocks if b.name == name)
+
+
+# --- fragments, transfers, placement ------------------------------------------------
+@dataclass(frozen=True)
+class Port:
+    """A value entering or leaving a fragment, with its shapes at that fragment."""
+
+    value: str
+    parts: tuple[Tensor, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A unit of a fragment's code: one call, or several fused compute calls (``nodes``)."""
+
+    name: str
+    kind: str  # compute | env | cpu
+    block: str
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A piece of the loop that runs on every rank of one role, ``replicas`` times in all."""
+
+    name: str
+    kind: str  # compute | env
+    role: str
+    side: str
+    batch: int
+    nodes: tuple[str, ...]
+    steps: tuple[Step, ...] = ()
+    inputs: tuple[Port, ...] = ()
+    outputs: tuple[Port, ...] = ()
+    replicas: int = 1
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A value crossing from one fragment to another.
+
+    ``op`` is ``local`` (same process: a plain call) or a Horovod collective
+    (``allgather``, ``alltoall``, ``broadcast``, ``allreduce``) on ``process_set``.
+    ``at`` says when: after a node (``rollout.2``), at the end of a block
+    (``after:rollout``), before the first iteration (``start``) or inside a node
+    (``in:learn.0``, e.g. a gradient allreduce). ``payload`` is what one sending
+    rank contributes; ``received`` what arrives.
+    """
+
+    value: str
+    src: str
+    dst: str
+    op: str
+    at: str
+    process_set: str = "all"
+    partition: str | None = None
+    payload: tuple[Tensor, ...] = ()
+    received: tuple[Tensor, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    role: str
+    host: str
+    fragments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProcessSet:
+    name: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FDG:
+    """The fragmented dataflow graph: the graph cut by one policy, with transfers and placement."""
+
+    graph: Graph
+    policy: str
+    workers: int
+    partition: str | None = None
+    cut: str | None = None
+    sides: tuple[tuple[str, str], ...] = ()  # node id -> side
+    fragments: tuple[Fragment, ...] = ()
+    transfers: tuple[Transfer, ...] = ()
+    ranks: tuple[RankInfo, ...] = ()
+    process_sets: tuple[ProcessSet, ...] = ()
+
+    def side_of(self, node_id: str) -> str:
+        return dict(self.sides)[node_id]
+
+    def fragment(self, name: str) -> Fragment:
+        return next(f for f in self.fragments if f.name == name)
+
+    def fragment_of(self, node_id: str) -> Fragment:
+        return next(f for f in self.fragments if node_id in f.nodes)
+
+    def roles(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.role for r in self.ranks))
+
+
+# --- JSON ---------------------------------------------------------------------------
+def to_data(obj: Any) -> Any:
+    """Plain JSON data of an IR object (dataclasses become objects, tuples lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [to_data(v) for v in obj]
+    return obj
+
+
+def to_json(obj: Any) -> str:
+    """Deterministic JSON text (sorted keys, two-space indent, final newline)."""
+    return json.dumps(to_data(obj), sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+
+
+def _from_data(data: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        arms = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _from_data(data, arms[0])
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_data(v, args[0]) for v in data)
+        return tuple(_from_data(v, a) for v, a in zip(data, args, strict=True))
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        return hint(**{f.name: _from_data(data[f.name], hints[f.name]) for f in dataclasses.fields(hint)})
+    return data
+
+
+def from_json(text: str, cls: type) -> Any:
+    """Read back what :func:`to_json` wrote, as an instance of ``cls``."""
+    return _from_data(json.loads(text), cls)

@@ -1,0 +1,144 @@
+"""Rendering: a fixed Jinja environment and the two filters through which spec data reaches code.
+
+* ``ident`` lets through only validated Python identifiers (refuses keywords and dunders);
+* ``literal`` renders ``str``/``int``/``float``/``bool``/``None`` and lists, tuples and
+  ``str``-keyed dicts of those as Python literals, and refuses anything else;
+* ``comment`` makes text safe inside a ``#`` comment (no line breaks, escapes control characters).
+
+Templates use ``StrictUndefined``: a missing variable is an error, never an empty string.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: ruff settings used to format and check generated code (the tests use the same).
+RUFF_FORMAT = ("format", "--isolated", "--line-length", "100", "--target-version", "py311")
+RUFF_CHECK = (
+    "check",
+    "--isolated",
+    "--line-length",
+    "100",
+    "--target-version",
+    "py311",
+    "--select",
+    "E,F,W,I,B,UP,SIM",
+)
+
+
+class RenderError(ValueError):
+    """A value that must not reach generated code."""
+
+
+def ident(value: Any) -> str:
+    """A validated identifier, or :class:`RenderError`."""
+    if not isinstance(value, str) or not _IDENT.fullmatch(value) or keyword.iskeyword(value) or value.startswith("__"):
+        raise RenderError(f"not a safe identifier: {value!r}")
+    return value
+
+
+def _string(s: str) -> str:
+    text = repr(s)
+    if text.startswith("'") and '"' not in s:
+        return '"' + text[1:-1] + '"'
+    return text
+
+
+def literal(value: Any) -> str:
+    """``value`` as Python source that evaluates to it (plain data only)."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise RenderError(f"non-finite number {value!r} cannot be a literal")
+        return repr(float(value))
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) or (isinstance(k, int) and not isinstance(k, bool)) for k in value):
+            raise RenderError("only str and int keys are allowed in dict literals")
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    raise RenderError(f"{type(value).__name__} values cannot be rendered as literals")
+
+
+def comment(value: Any) -> str:
+    """Text for a ``#`` comment or docstring: printable, one line, no quotes or backslashes raw."""
+    out = []
+    for c in str(value):
+        if c.isprintable() and c not in '\\"':
+            out.append(c)
+        else:
+            out.append(repr(c)[1:-1] if c not in '\\"' else "\\" + c)
+    return "".join(out)
+
+
+def comment_lines(value: Any, indent: str = "", width: int = 100) -> str:
+    """``# ``-comment lines of at most ``width`` characters holding ``value`` (made safe)."""
+    import textwrap
+
+    lines = textwrap.wrap(comment(value), width - len(indent) - 2, break_on_hyphens=False, subsequent_indent="  ") or [
+        ""
+    ]
+    return ("\n" + indent).join("# " + line for line in lines)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        auto_reload=False,
+    )
+    env.filters.update(ident=ident, literal=literal, comment=comment, comment_lines=comment_lines)
+    return env
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def render(template: str, **context: Any) -> str:
+    global _ENV
+    if _ENV is None:
+        _ENV = environment()
+    return _ENV.get_template(template).render(**context)
+
+
+def ruff_command() -> list[str] | None:
+    """How to run ruff here, or ``None`` (then output is written as rendered)."""
+    exe = Path(sys.executable).with_name("ruff")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("ruff")
+    return [found] if found else None
+
+
+def format_tree(root: Path) -> bool:
+    """Format the Python files under ``root`` with ruff if it is installed; True if it ran."""
+    ruff = ruff_command()
+    if ruff is None:
+        return False
+    subprocess.run([*ruff, *RUFF_CHECK, "--fix", "--quiet", "--exit-zero", str(root)], check=True, capture_output=True)
+    subprocess.run([*ruff, *RUFF_FORMAT, "--quiet", str(root)], check=True, capture_output=True)
+    return True

@@ -1,0 +1,362 @@
+"""What the templates see: plain data about each fragment and each role, built from the FDG.
+
+Nothing here writes code; it gathers names (checked later by the ``ident`` filter)
+and values (rendered by the ``literal`` filter) in the order the code shows them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlgen.codegen.ir import FDG, Fragment, Tensor, Transfer
+from rlgen.codegen.passes import Context, component_weights
+from rlgen.dsl.spec import resolved
+
+#: Component kinds ``rlgen build`` generates code for (others are refused with a message).
+SUPPORTED_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c"})
+#: Output-layer gain per component kind (Stable-Baselines3: 0.01 policy head, 1.0 value head).
+HEAD_GAIN = {"policy": 0.01, "value": 1.0}
+#: A2C is PPO's update with one epoch over the whole rollout and no clipping:
+#: at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient.
+A2C_AS_PPO = {"epochs": 1, "clip": 1.0e9, "clip_value": None}
+
+
+def class_name(fragment: str) -> str:
+    return "".join(p.capitalize() for p in fragment.split("_")) + "Fragment"
+
+
+def _tensor(t: Tensor, prefix: str = "") -> dict[str, Any]:
+    name = f"{prefix}_{t.name}" if prefix else t.name
+    return {"name": name, "dtype": t.dtype, "shape": list(t.shape), "axis": t.batch_axis}
+
+
+def action_spec(ctx: Context) -> dict[str, Any]:
+    act = ctx.spaces.action
+    if act.kind == "discrete":
+        return {"n": act.n}
+    size = math.prod(act.shape)
+    low = None if act.low is None else tuple([float(act.low)] * size)
+    high = None if act.high is None else tuple([float(act.high)] * size)
+    return {"shape": tuple(act.shape), "low": low, "high": high}
+
+
+def _components_of(fdg: FDG, ctx: Context, frag: Fragment) -> list[str]:
+    """Components the fragment's calls use, plus those they refer to (a learner's policy/value)."""
+    names = list(dict.fromkeys(fdg.graph.node(n).component for n in frag.nodes))
+    out: list[str] = []
+    while names:
+        name = names.pop(0)
+        if name in out or name == "env":
+            continue
+        comp = ctx.spec.components[name]
+        refs = [comp.get(k) for k in ("policy", "value", "q") if comp.get(k) in ctx.spec.components]
+        names = refs + names
+        if name not in out:
+            out.append(name)
+    order = list(ctx.spec.components)
+    return sorted(out, key=order.index)
+
+
+def unsupported(fdg: FDG, ctx: Context) -> list[str]:
+    """Component kinds of this spec that the code generator cannot render yet."""
+    kinds = {ctx.spec.components[n.component].kind for n in fdg.graph.nodes if n.component != "env"}
+    return sorted(kinds - SUPPORTED_KINDS)
+
+
+def _learner_config(ctx: Context, name: str, frag: Fragment, learners: int, steps: int) -> dict:
+    plain = resolved(ctx.spec)["components"][name]
+    keys = (
+        "lr",
+        "gamma",
+        "gae_lambda",
+        "clip",
+        "clip_value",
+        "epochs",
+        "minibatch",
+        "ent_coef",
+        "vf_coef",
+        "max_grad_norm",
+        "normalize_advantage",
+        "optimizer",
+    )
+    cfg = {k: plain[k] for k in keys if k in plain}
+    if plain["kind"] == "a2c":
+        cfg.update(A2C_AS_PPO, minibatch=steps * frag.batch)
+    else:
+        cfg["minibatch"] = int(cfg["minibatch"]) // learners
+    return cfg
+
+
+def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
+    spec, graph = ctx.spec, fdg.graph
+    plain = resolved(spec)
+    comps = _components_of(fdg, ctx, frag)
+    nets: list[str] = []
+    components = []
+    learners = ctx.policy.learner_workers(fdg.workers) if fdg.cut == "gradients" else 1
+    reduce = any(t.op == "allreduce" and t.src == frag.name for t in fdg.transfers)
+    buffer_len = {e.name: e.parts[0].shape[0] for e in graph.edges if e.type == "buffer"}
+    for i, name in enumerate(comps):
+        comp = spec.components[name]
+        entry: dict[str, Any] = {"attr": name, "kind": comp.kind, "seed": 100 + i}
+        if comp.kind in ("policy", "value"):
+            net = comp.get("network")
+            if net not in nets:
+                nets.append(net)
+            entry["network"] = net
+            if comp.kind == "policy":
+                entry["kwargs"] = {
+                    "distribution": comp.get("distribution"),
+                    "log_std_init": float(comp.get("log_std_init")),
+                }
+        elif comp.kind == "rollout":
+            entry["length"] = buffer_len[name]
+        elif comp.kind in ("ppo", "a2c"):
+            buffer = next(e.name for e in graph.edges if e.type == "buffer")
+            entry.update(
+                policy=comp.get("policy"),
+                value=comp.get("value"),
+                steps=buffer_len[buffer],
+                config=_learner_config(ctx, name, frag, learners, buffer_len[buffer]),
+                reduce=reduce,
+            )
+        components.append(entry)
+    out_sizes = {}
+    for name in comps:
+        comp = spec.components[name]
+        if comp.kind in ("policy", "value"):
+            act = ctx.spaces.action
+            size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
+            out_sizes.setdefault(comp.get("network"), (size, HEAD_GAIN[comp.kind]))
+    networks = [
+        {
+            "attr": n,
+            "config": plain["networks"][n],
+            "output_size": out_sizes[n][0],
+            "gain": out_sizes[n][1],
+            "seed": 1 + sorted(spec.networks).index(n),
+        }
+        for n in sorted(nets)
+    ]
+    weights = [n for n in sorted(nets)]
+    log_std = [c["attr"] for c in components if c["kind"] == "policy" and _gaussian(ctx, c["attr"])]
+    return {
+        "name": frag.name,
+        "class_name": class_name(frag.name),
+        "kind": frag.kind,
+        "role": frag.role,
+        "ranks": [r.rank for r in fdg.ranks if r.role == frag.role],
+        "batch": frag.batch,
+        "replicas": frag.replicas,
+        "obs_shape": tuple(ctx.spaces.observation.shape),
+        "action": action_spec(ctx),
+        "action_dtype": "int32" if ctx.spaces.action.kind == "discrete" else "float32",
+        "action_shape": tuple(() if ctx.spaces.action.kind == "discrete" else ctx.spaces.action.shape),
+        "networks": networks,
+        "components": components,
+        "weights": weights,
+        "log_std": log_std,
+        "steps": [_step_view(fdg, ctx, frag, s) for s in frag.steps],
+        "boundary": _boundary(fdg, frag),
+        "env": _env_view(ctx),
+        "inputs": [_port(p) for p in frag.inputs],
+        "outputs": [_port(p) for p in frag.outputs],
+    }
+
+
+def _gaussian(ctx: Context, component: str) -> bool:
+    return len(component_weights(ctx, component)) > 1
+
+
+def _port(port) -> dict[str, Any]:
+    return {"value": port.value, "parts": [_tensor(t) for t in port.parts]}
+
+
+def _env_view(ctx: Context) -> dict[str, Any]:
+    env = ctx.spec.env
+    return {
+        "id": env.id,
+        "factory": env.factory,
+        "kwargs": dict(env.kwargs),
+        "max_episode_steps": env.max_episode_steps,
+    }
+
+
+def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
+    graph = fdg.graph
+    nodes = [graph.node(n) for n in step.nodes]
+    signature: list[dict[str, Any]] = []
+    params: list[str] = []
+    for value in step.inputs:
+        edge = graph.edge(value)
+        if edge.type == "buffer":
+            for t in edge.parts:
+                signature.append(_tensor(t.with_batch(frag.batch), prefix=value))
+        else:
+            signature.append(_tensor(edge.parts[0].with_batch(frag.batch)))
+    calls = []
+    for node in nodes:
+        kind = "env" if node.component == "env" else ctx.spec.components[node.component].kind
+        call = {
+            "path": node.path,
+            "text": node.text,
+            "component": node.component,
+            "method": node.method,
+            "kind": kind,
+            "inputs": list(node.inputs),
+            "outputs": list(node.outputs),
+        }
+        if kind in ("ppo", "a2c") and node.method == "update":
+            buffer = node.inputs[0]
+            call["buffer_parts"] = [f"{buffer}_{t.name}" for t in graph.edge(buffer).parts]
+            signature.append({"name": "progress", "dtype": "float32", "shape": [], "axis": None})
+        if kind == "rollout" and node.method == "insert":
+            call["inputs"] = list(node.inputs) + ["0.0"] * (7 - len(node.inputs))
+        calls.append(call)
+    params = [s["name"] for s in signature]
+    return {
+        "name": step.name,
+        "kind": step.kind,
+        "calls": calls,
+        "signature": signature,
+        "params": params,
+        "outputs": list(step.outputs),
+    }
+
+
+def _boundary(fdg: FDG, frag: Fragment) -> list[dict[str, Any]]:
+    out = []
+    role_of = {r.rank: r.role for r in fdg.ranks}
+    for t in fdg.transfers:
+        if t.op == "local" or frag.name not in (t.src, t.dst):
+            continue
+        dst_role = fdg.fragment(t.dst).role
+        splits = [fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of)]
+        if t.op in ("broadcast",) or t.value == "gradients":
+            if t.op == "broadcast":
+                out.append(
+                    {
+                        "kind": "sync",
+                        "value": t.value,
+                        "op": t.op,
+                        "at": t.at,
+                        "peer": t.src if t.dst == frag.name else t.dst,
+                    }
+                )
+            continue
+        direction = "send" if t.src == frag.name else "recv"
+        out.append(
+            {
+                "kind": direction,
+                "value": t.value,
+                "op": t.op,
+                "at": t.at,
+                "peer": t.dst if direction == "send" else t.src,
+                "splits": splits,
+                "parts": [_tensor(p) for p in t.payload],
+                "tuple": len(t.payload) > 1,
+                "received": [_tensor(p) for p in t.received],
+            }
+        )
+    return out
+
+
+# --- the rank entry -----------------------------------------------------------------
+def _fragment_var(frag: str) -> str:
+    return frag
+
+
+def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
+    """The loop as one role runs it: its steps and its sides of the collectives, in loop order."""
+    graph = fdg.graph
+    frags = [f for f in fdg.fragments if f.role == role]
+    names = {f.name for f in frags}
+    step_at = {s.nodes[0]: (f, s) for f in frags for s in f.steps}
+    transfers_at: dict[str, list[Transfer]] = {}
+    for t in fdg.transfers:
+        if t.op == "local" or t.value == "gradients" or not ({t.src, t.dst} & names):
+            continue
+        transfers_at.setdefault(t.at, []).append(t)
+    known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
+    known |= {t.value for ts in transfers_at.values() for t in ts}
+    received_buffers = {
+        t.value
+        for ts in transfers_at.values()
+        for t in ts
+        if t.dst in names and any(e.name == t.value and e.type == "buffer" for e in graph.edges)
+    }
+    blocks = []
+    for block in graph.blocks:
+        items = []
+        for node in (n for n in graph.nodes if n.block == block.name):
+            if node.id in step_at:
+                frag, step = step_at[node.id]
+                items.append(_call_item(fdg, frag, step, received_buffers))
+            for t in transfers_at.get(node.id, []):
+                items.append(_transfer_item(t, names, graph))
+        carry = [(dst, src) for dst, src in block.carry if dst in known and src in known]
+        after = [_transfer_item(t, names, graph) for t in transfers_at.get(f"after:{block.name}", [])]
+        blocks.append(
+            {
+                "name": block.name,
+                "repeat": block.repeat,
+                "every": block.every,
+                "after": block.after,
+                "path": block.path,
+                "ops": items,
+                "carry": carry,
+                "after_ops": after,
+                "init": block.name == "init",
+            }
+        )
+    start = [_transfer_item(t, names, graph) for t in fdg.transfers if t.op == "broadcast" and ({t.src, t.dst} & names)]
+    start = [dict(s) for s in {s["frag"]: s for s in start}.values()]
+    uses_progress = any(a.get("name") == "progress" for b in blocks for op in b["ops"] for a in op.get("args", []))
+    return {
+        "role": role,
+        "fragments": [
+            {"var": _fragment_var(f.name), "module": f.name, "class_name": class_name(f.name), "kind": f.kind}
+            for f in frags
+        ],
+        "ranks": [r.rank for r in fdg.ranks if r.role == role],
+        "blocks": blocks,
+        "start": start,
+        "metrics": "metrics" in known,
+        "uses_progress": uses_progress,
+        "uses_iteration": uses_progress
+        or "metrics" in known
+        or any(b.every > 1 or b.after > 0 for b in graph.blocks if b.name != "init"),
+    }
+
+
+def _call_item(fdg: FDG, frag: Fragment, step, received_buffers: set[str]) -> dict[str, Any]:
+    args = []
+    for value in step.inputs:
+        edge = fdg.graph.edge(value)
+        if edge.type != "buffer":
+            args.append({"name": value})
+        elif value in received_buffers:
+            args.append({"star": value})
+        else:
+            args.append({"rollout": value, "frag": frag.name})
+    if any(fdg.graph.node(n).method == "update" for n in step.nodes) and step.kind == "compute":
+        args.append({"name": "progress"})
+    return {"type": "step", "frag": frag.name, "method": step.name, "args": args, "outputs": list(step.outputs)}
+
+
+def _transfer_item(t: Transfer, names: set[str], graph) -> dict[str, Any]:
+    if t.op == "broadcast":
+        frag = t.dst if t.dst in names else t.src
+        return {"type": "sync", "frag": frag, "value": t.value, "op": t.op}
+    if t.src in names:
+        buffer = any(e.name == t.value and e.type == "buffer" for e in graph.edges)
+        return {"type": "send", "frag": t.src, "value": t.value, "op": t.op, "peer": t.dst, "buffer": buffer}
+    return {"type": "recv", "frag": t.dst, "value": t.value, "op": t.op, "peer": t.src}
+
+
+def steps_per_iteration(fdg: FDG, ctx: Context) -> int:
+    steps = [
+        b.repeat for b in fdg.graph.blocks if any(n.target == "env.step" and n.block == b.name for n in fdg.graph.nodes)
+    ]
+    return ctx.spec.env.num_envs * (sum(steps) or 1)

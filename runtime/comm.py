@@ -1,0 +1,96 @@
+"""Horovod collectives at the cuts of a fragmented dataflow graph.
+
+Generated fragments call these helpers at their boundaries; every rank of the
+process set calls the same helper in the same order (the plan guarantees it).
+Horovod is imported inside the functions, so importing this module (and
+building code that uses it) never loads Horovod.
+
+* :func:`gather`: some ranks contribute arrays, the others an empty slice; every
+  rank gets the concatenation along ``axis`` in rank order (``allgather``).
+* :func:`scatter`: rank ``root`` splits an array along axis 0 by ``splits``
+  (one count per rank); every rank gets its slice (``alltoall``).
+* :func:`broadcast_variables`: ``root``'s values of ``tf.Variable``s to all ranks.
+* :func:`allreduce_gradients`: the mean of a list of gradients over all ranks, in-graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _hvd() -> Any:
+    import horovod.tensorflow as hvd
+
+    return hvd
+
+
+def init() -> tuple[int, int]:
+    """Start Horovod; returns ``(rank, size)``."""
+    hvd = _hvd()
+    hvd.init()
+    return hvd.rank(), hvd.size()
+
+
+def _to_wire(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.uint8) if x.dtype == np.bool_ else x
+
+
+def gather(
+    x: np.ndarray | None,
+    shape: Sequence[int],
+    dtype: str,
+    axis: int = 0,
+    name: str = "gather",
+) -> np.ndarray:
+    """Concatenate every rank's ``x`` along ``axis`` (``None``: contribute nothing).
+
+    ``shape`` is one contribution's shape (used to build the empty slice of a
+    rank that only receives); ``dtype`` is the numpy dtype name.
+    """
+    import tensorflow as tf
+
+    hvd = _hvd()
+    if x is None:
+        empty = list(shape)
+        empty[axis] = 0
+        x = np.zeros(empty, dtype)
+    x = _to_wire(np.asarray(x, dtype))
+    moved = np.moveaxis(x, axis, 0)
+    out = hvd.allgather(tf.convert_to_tensor(np.ascontiguousarray(moved)), name=name).numpy()
+    return np.moveaxis(out, 0, axis).astype(dtype)
+
+
+def scatter(
+    x: np.ndarray | None,
+    splits: Sequence[int],
+    shape: Sequence[int],
+    dtype: str,
+    name: str = "scatter",
+) -> np.ndarray:
+    """Rank holding ``x`` sends ``splits[r]`` rows to rank ``r``; the others pass ``None``."""
+    import tensorflow as tf
+
+    hvd = _hvd()
+    if x is None:
+        x = np.zeros([0, *list(shape)[1:]], dtype)
+        splits = [0] * len(splits)
+    x = _to_wire(np.asarray(x, dtype))
+    out = hvd.alltoall(
+        tf.convert_to_tensor(x), splits=tf.constant(list(splits), tf.int32), name=name
+    )
+    received = out[0] if isinstance(out, tuple) else out
+    return received.numpy().astype(dtype)
+
+
+def broadcast_variables(variables: Sequence[Any], root_rank: int = 0) -> None:
+    """Overwrite every rank's variables with ``root_rank``'s values."""
+    _hvd().broadcast_variables(list(variables), root_rank=root_rank)
+
+
+def allreduce_gradients(grads: list[Any]) -> list[Any]:
+    """Average gradients over all ranks (inside a ``tf.function``)."""
+    hvd = _hvd()
+    return [hvd.allreduce(g, op=hvd.Average, name=f"grad_{i}") for i, g in enumerate(grads)]

@@ -1,0 +1,68 @@
+"""The four policies give structurally different builds (what a reviewer would check by eye)."""
+
+from __future__ import annotations
+
+from buildcases import build_case
+
+from rlgen.api import validate_file
+
+from conftest import ROOT
+
+PPO = ROOT / "examples" / "ppo-cartpole.rl.yaml"
+
+
+def _build(policy, workers):
+    return build_case(PPO, policy, workers)
+
+
+def test_single_has_no_collectives():
+    b = _build("single", 1)
+    assert all(t.op == "local" for t in b.fdg.transfers)
+    assert "comm." not in "".join(b.files.values())
+    assert [r.rank for r in b.fdg.ranks] == [0]
+
+
+def test_central_inference_env_worker_has_no_networks_and_learner_gathers_and_scatters():
+    b = _build("central-inference", 3)
+    env = b.files["ppo_cartpole/env_worker.py"]
+    assert "tensorflow" not in env and "build_network" not in env and "tf.Variable" not in env
+    learner = b.files["ppo_cartpole/learner.py"]
+    assert "def recv_obs" in learner and "comm.gather(None" in learner
+    assert "def send_action" in learner and "comm.scatter(action" in learner
+    ops = {(t.value, t.op, t.src, t.dst) for t in b.fdg.transfers}
+    assert ("next_obs", "allgather", "env_worker", "learner") in ops
+    assert ("action", "alltoall", "learner", "env_worker") in ops
+    gathered = next(t for t in b.fdg.transfers if t.value == "next_obs")
+    assert gathered.payload[0].shape == (4, 4) and gathered.received[0].shape == (8, 4)
+
+
+def test_actors_learner_actors_send_trajectories_and_receive_weights():
+    b = _build("actors-learner", 3)
+    actor = b.files["ppo_cartpole/actor.py"]
+    assert "def send_buffer" in actor and "def sync_weights" in actor
+    learner = b.files["ppo_cartpole/learner.py"]
+    assert "def recv_buffer" in learner and "def sync_weights" in learner
+    ops = {(t.value, t.op, t.src, t.dst) for t in b.fdg.transfers if t.op != "local"}
+    assert ("buffer", "allgather", "actor", "learner") in ops
+    assert ("weights", "broadcast", "learner", "actor") in ops
+    assert {r.role for r in b.fdg.ranks if r.rank > 0} == {"actor"}
+
+
+def test_multi_learner_every_rank_learns_with_an_allreduce_of_gradients():
+    b = _build("multi-learner", 2)
+    assert all("worker" in r.fragments for r in b.fdg.ranks)
+    worker = b.files["ppo_cartpole/worker.py"]
+    assert "reduce_gradients=comm.allreduce_gradients" in worker
+    ops = {(t.value, t.op) for t in b.fdg.transfers}
+    assert ("gradients", "allreduce") in ops and ("weights", "broadcast") in ops
+    # minibatch is split over the learners
+    assert '"minibatch": 128' in worker
+
+
+def test_a_policy_without_its_partition_is_refused_with_the_partition_to_add(tmp_path):
+    text = PPO.read_text().split("partitions:")[0] + "train:" + PPO.read_text().split("train:")[1]
+    spec = tmp_path / "nopart.rl.yaml"
+    spec.write_text(text)
+    result = validate_file(spec, policy="actors-learner", workers=3)
+    messages = [d.message + " " + (d.hint or "") for d in result.diagnostics]
+    assert any("experience partition" in m and "after: rollout" in m for m in messages), messages
