@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rlgen.codegen.cli import register as register_codegen
 
     register_codegen(sub, _deploy_args)
+    from rlgen.runtime.cli import register as register_runtime
+
+    register_runtime(sub, _deploy_args)
     return parser
 
 

@@ -87,7 +87,6 @@ def render_build(result: Result, spec_file: str) -> Build:
         view = views.fragment_view(fdg, ctx, frag)
         template = "compute_fragment.py.j2" if frag.kind == "compute" else "env_worker.py.j2"
         files[f"{package}/{ident(frag.name)}.py"] = render(template, meta=meta, f=view)
-    per_iter = views.steps_per_iteration(fdg, ctx)
     files[f"{package}/main.py"] = render(
         "main.py.j2",
         meta=meta,
@@ -97,10 +96,7 @@ def render_build(result: Result, spec_file: str) -> Build:
             {"module": f.name, "class_name": views.class_name(f.name)}
             for f in sorted(fdg.fragments, key=lambda f: f.name)
         ],
-        seed=spec.train.seed,
-        iterations=max(1, spec.train.total_steps // per_iter),
-        steps_per_iteration=per_iter,
-        log_every=spec.train.log.every,
+        run=views.run_config(fdg, ctx),
         roles={r.rank: r.role for r in fdg.ranks},
         schedules=[views.role_schedule(fdg, ctx, role) for role in fdg.roles()],
     )

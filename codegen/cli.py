@@ -13,7 +13,8 @@ from pathlib import Path
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
-def _validated(args: argparse.Namespace):
+def validated(args: argparse.Namespace):
+    """Validate ``args.spec`` with the deploy overrides; (result, exit code), diagnostics printed."""
     from rlgen.api import validate_file
     from rlgen.codegen.build import default_workers
     from rlgen.dsl.report import REPORTERS
@@ -37,7 +38,7 @@ def _validated(args: argparse.Namespace):
 def cmd_build(args: argparse.Namespace) -> int:
     from rlgen.codegen.build import BuildError, build
 
-    result, code = _validated(args)
+    result, code = validated(args)
     if result is None:
         return code
     out = Path(args.output) if args.output else Path("build") / result.spec.name
@@ -59,7 +60,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from rlgen.codegen import dot
     from rlgen.codegen.build import BuildError, fdg_of
 
-    result, code = _validated(args)
+    result, code = validated(args)
     if result is None:
         return code
     try:

@@ -313,8 +313,13 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
     start = [_transfer_item(t, names, graph) for t in fdg.transfers if t.op == "broadcast" and ({t.src, t.dst} & names)]
     start = [dict(s) for s in {s["frag"]: s for s in start}.values()]
     uses_progress = any(a.get("name") == "progress" for b in blocks for op in b["ops"] for a in op.get("args", []))
+    learner_frag = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
     return {
         "role": role,
+        "env_frag": next((f.name for f in frags if f.kind == "env"), None),
+        "learner_frag": learner_frag.name if learner_frag else None,
+        "policy_attr": _policy_of_learner(fdg, ctx, learner_frag) if learner_frag else None,
+        "replicated_learner": bool(learner_frag) and len([r for r in fdg.ranks if r.role == role]) > 1,
         "fragments": [
             {"var": _fragment_var(f.name), "module": f.name, "class_name": class_name(f.name), "kind": f.kind}
             for f in frags
@@ -324,9 +329,52 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
         "start": start,
         "metrics": "metrics" in known,
         "uses_progress": uses_progress,
-        "uses_iteration": uses_progress
-        or "metrics" in known
-        or any(b.every > 1 or b.after > 0 for b in graph.blocks if b.name != "init"),
+        "uses_iteration": any(b.every > 1 for b in graph.blocks if b.name != "init"),
+    }
+
+
+def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
+    return any(fdg.graph.node(n).method == "update" for n in frag.nodes)
+
+
+def _policy_of_learner(fdg: FDG, ctx: Context, frag: Fragment) -> str | None:
+    """The attribute (component name) of the policy trained by the learner in ``frag``."""
+    for n in frag.nodes:
+        node = fdg.graph.node(n)
+        comp = ctx.spec.components.get(node.target.split(".")[0])
+        if node.method == "update" and comp is not None and comp.get("policy"):
+            return comp.get("policy")
+    return None
+
+
+def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
+    """Keyword arguments of rlgen.runtime.session.RunConfig for this build."""
+    spec = ctx.spec
+    train = spec.train
+    obs_shape = list(ctx.spaces.observation.shape) if ctx.spaces else []
+    per_env_steps = steps_per_iteration(fdg, ctx) // max(spec.env.num_envs, 1)
+    return {
+        "name": spec.name,
+        "total_steps": train.total_steps,
+        "steps_per_iteration": steps_per_iteration(fdg, ctx),
+        "seed": train.seed,
+        "env": {
+            "id": spec.env.id,
+            "factory": spec.env.factory,
+            "kwargs": dict(spec.env.kwargs),
+            "max_episode_steps": spec.env.max_episode_steps,
+            "obs_shape": obs_shape,
+        },
+        "stop_mean_return": train.stop.mean_return,
+        "window": train.stop.window,
+        "eval_every": train.eval.every,
+        "eval_episodes": train.eval.episodes,
+        "eval_deterministic": train.eval.deterministic,
+        "checkpoint_every": train.checkpoint.every,
+        "checkpoint_keep": train.checkpoint.keep,
+        "log_every": train.log.every,
+        "tensorboard": train.log.tensorboard,
+        "episode_capacity": max(1, spec.env.num_envs * per_env_steps),
     }
 
 
@@ -342,7 +390,24 @@ def _call_item(fdg: FDG, frag: Fragment, step, received_buffers: set[str]) -> di
             args.append({"rollout": value, "frag": frag.name})
     if any(fdg.graph.node(n).method == "update" for n in step.nodes) and step.kind == "compute":
         args.append({"name": "progress"})
-    return {"type": "step", "frag": frag.name, "method": step.name, "args": args, "outputs": list(step.outputs)}
+    return {
+        "type": "step",
+        "frag": frag.name,
+        "method": step.name,
+        "args": args,
+        "outputs": list(step.outputs),
+        "lap": _lap_category(fdg, step),
+    }
+
+
+def _lap_category(fdg: FDG, step) -> str:
+    """Which clock category a step's time is charged to (see rlgen.runtime.session.CATEGORIES)."""
+    if step.kind == "env":
+        return "env"
+    if step.kind == "cpu":
+        return "buffer"
+    methods = {fdg.graph.node(n).method for n in step.nodes}
+    return "update" if methods & {"update", "sync_target"} else "inference"
 
 
 def _transfer_item(t: Transfer, names: set[str], graph) -> dict[str, Any]:

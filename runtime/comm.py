@@ -78,9 +78,7 @@ def scatter(
         x = np.zeros([0, *list(shape)[1:]], dtype)
         splits = [0] * len(splits)
     x = _to_wire(np.asarray(x, dtype))
-    out = hvd.alltoall(
-        tf.convert_to_tensor(x), splits=tf.constant(list(splits), tf.int32), name=name
-    )
+    out = hvd.alltoall(tf.convert_to_tensor(x), splits=tf.constant(list(splits), tf.int32), name=name)
     received = out[0] if isinstance(out, tuple) else out
     return received.numpy().astype(dtype)
 

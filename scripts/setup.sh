@@ -35,7 +35,8 @@ stamp="$VENV/.rlgen-deps-$(sha256sum "$ROOT/setup.cfg" "$0" | sha256sum | cut -c
 if [ ! -f "$stamp" ]; then
   log "installing TensorFlow and dependencies ($TF_PACKAGE)"
   "${PIP[@]}" install --upgrade pip setuptools wheel
-  "${PIP[@]}" install "$TF_PACKAGE" cmake packaging
+  # tensorflow-cpu 2.21 no longer pulls in TensorBoard, which writes the run's event files.
+  "${PIP[@]}" install "$TF_PACKAGE" tensorboard==2.21.0 cmake packaging
 fi
 
 # --- Horovod: build once, cache the wheel -----------------------------------

@@ -15,37 +15,75 @@ Run it from the build directory: `python -m a2c_cartpole.main`, under
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
 from rlgen.runtime import comm
+from rlgen.runtime.ppo import METRICS
+from rlgen.runtime.session import RunConfig, Session, default_run_dir
 
 from .worker import WorkerFragment
 from .worker_env import WorkerEnvFragment
 
-SEED = 0
-ITERATIONS = 12500  # total_steps // env steps per iteration
-STEPS_PER_ITERATION = 40
-LOG_EVERY = 100
+RUN = RunConfig(
+    name="a2c-cartpole",
+    total_steps=500000,
+    steps_per_iteration=40,
+    seed=0,
+    env={
+        "id": "CartPole-v1",
+        "factory": None,
+        "kwargs": {},
+        "max_episode_steps": None,
+        "obs_shape": [4],
+    },
+    stop_mean_return=475,
+    window=100,
+    eval_every=25000,
+    eval_episodes=10,
+    eval_deterministic=True,
+    checkpoint_every=100000,
+    checkpoint_keep=3,
+    log_every=100,
+    tensorboard=True,
+    episode_capacity=40,
+    metric_names=METRICS,
+)
 ROLES = {0: "worker", 1: "worker"}  # rank -> role
 
 
-def run_worker(rank: int) -> None:
+def run_worker(session: Session, rank: int) -> None:
     """Role `worker` (ranks [0, 1])."""
-    worker_env = WorkerEnvFragment(rank, SEED)
-    worker = WorkerFragment(SEED)
+    worker_env = WorkerEnvFragment(rank, RUN.seed)
+    worker = WorkerFragment(RUN.seed)
+    session.attach(
+        worker,
+        policy=worker.actor,
+        sync=worker.learner.optimizer.variables,
+    )
     worker.sync_weights()  # initial weights from rank 0
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = worker_env.init_env_reset()
-    for iteration in range(ITERATIONS):
-        progress = iteration / ITERATIONS
+    clock.lap("env")
+    for _iteration in session.iterations():
+        progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 5 times ---
         for _ in range(5):
             action, logp, value = worker.rollout_actor_act_critic_value(obs)
+            clock.lap("inference")
             next_obs, reward, terminated, truncated = worker_env.rollout_env_step(action)
+            clock.lap("env")
             worker.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
+            clock.lap("buffer")
             obs = next_obs  # carry
         # --- block learn (spec: $.loop.learn) ---
         metrics = worker.learn_learner_update(*worker.buffer.rollout(), obs, progress)
-        if iteration % LOG_EVERY == 0:
-            print(f"iteration {iteration}: metrics {[round(float(x), 4) for x in metrics]}")
+        clock.lap("update")
+        session.end_iteration(
+            metrics=metrics,
+            episodes=worker_env.drain_episodes(),
+        )
 
 
 RUNNERS = {
@@ -53,9 +91,26 @@ RUNNERS = {
 }
 
 
-def main() -> None:
-    rank, _ = comm.init()
-    RUNNERS[ROLES[rank]](rank)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
+    )
+    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    args = parser.parse_args(argv)
+    rank, size = comm.init()
+    run_dir = args.run_dir or default_run_dir(RUN.name)
+    session = Session(
+        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
+    )
+    try:
+        RUNNERS[ROLES[rank]](session, rank)
+    except BaseException as error:
+        session.fail(error)
+        raise
+    session.finish()
 
 
 if __name__ == "__main__":

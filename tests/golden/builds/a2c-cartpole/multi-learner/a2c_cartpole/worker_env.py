@@ -59,3 +59,7 @@ class WorkerEnvFragment:
     def rollout_env_step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
         next_obs, reward, terminated, truncated = self.env.step(np.asarray(action))
         return next_obs, reward, terminated, truncated
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        """Episodes (return, length) finished since the previous call."""
+        return self.env.drain_episodes()

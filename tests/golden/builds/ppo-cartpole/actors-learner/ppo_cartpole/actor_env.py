@@ -63,6 +63,10 @@ class ActorEnvFragment:
         next_obs, reward, terminated, truncated = self.env.step(np.asarray(action))
         return next_obs, reward, terminated, truncated
 
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        """Episodes (return, length) finished since the previous call."""
+        return self.env.drain_episodes()
+
     # --- boundary: collectives at the cut ---
 
     def send_obs(self, obs) -> None:

@@ -16,59 +16,109 @@ Run it from the build directory: `python -m ppo_cartpole.main`, under
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
 from rlgen.runtime import comm
+from rlgen.runtime.ppo import METRICS
+from rlgen.runtime.session import RunConfig, Session, default_run_dir
 
 from .env_worker import EnvWorkerFragment
 from .learner import LearnerFragment
 
-SEED = 0
-ITERATIONS = 390  # total_steps // env steps per iteration
-STEPS_PER_ITERATION = 256
-LOG_EVERY = 1
+RUN = RunConfig(
+    name="ppo-cartpole",
+    total_steps=100000,
+    steps_per_iteration=256,
+    seed=0,
+    env={
+        "id": "CartPole-v1",
+        "factory": None,
+        "kwargs": {},
+        "max_episode_steps": None,
+        "obs_shape": [4],
+    },
+    stop_mean_return=475,
+    window=100,
+    eval_every=10000,
+    eval_episodes=10,
+    eval_deterministic=True,
+    checkpoint_every=20000,
+    checkpoint_keep=3,
+    log_every=1,
+    tensorboard=True,
+    episode_capacity=256,
+    metric_names=METRICS,
+)
 ROLES = {0: "learner", 1: "env", 2: "env"}  # rank -> role
 
 
-def run_learner(rank: int) -> None:
+def run_learner(session: Session, rank: int) -> None:
     """Role `learner` (ranks [0])."""
-    learner = LearnerFragment(SEED)
+    learner = LearnerFragment(RUN.seed)
+    session.attach(
+        learner,
+        policy=learner.actor,
+    )
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = learner.recv_obs()  # allgather <- env_worker
-    for iteration in range(ITERATIONS):
-        progress = iteration / ITERATIONS
+    clock.lap("comm")
+    for _iteration in session.iterations():
+        progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 32 times ---
         for _ in range(32):
             action, logp, value = learner.rollout_actor_act_critic_value(obs)
+            clock.lap("inference")
             learner.send_action(action)  # alltoall -> env_worker
+            clock.lap("comm")
             next_obs = learner.recv_next_obs()  # allgather <- env_worker
+            clock.lap("comm")
             reward = learner.recv_reward()  # allgather <- env_worker
+            clock.lap("comm")
             terminated = learner.recv_terminated()  # allgather <- env_worker
+            clock.lap("comm")
             truncated = learner.recv_truncated()  # allgather <- env_worker
+            clock.lap("comm")
             learner.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
+            clock.lap("buffer")
             obs = next_obs  # carry
         # --- block learn (spec: $.loop.learn) ---
         metrics = learner.learn_learner_update(*learner.buffer.rollout(), obs, progress)
-        if iteration % LOG_EVERY == 0:
-            print(f"iteration {iteration}: metrics {[round(float(x), 4) for x in metrics]}")
+        clock.lap("update")
+        session.end_iteration(
+            metrics=metrics,
+        )
 
 
-def run_env(rank: int) -> None:
+def run_env(session: Session, rank: int) -> None:
     """Role `env` (ranks [1, 2])."""
-    env_worker = EnvWorkerFragment(rank, SEED)
+    env_worker = EnvWorkerFragment(rank, RUN.seed)
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = env_worker.init_env_reset()
+    clock.lap("env")
     env_worker.send_obs(obs)  # allgather -> learner
-    for _iteration in range(ITERATIONS):
+    clock.lap("comm")
+    for _iteration in session.iterations():
         # --- block rollout (spec: $.loop.rollout): 32 times ---
         for _ in range(32):
             action = env_worker.recv_action()  # alltoall <- learner
+            clock.lap("comm")
             next_obs, reward, terminated, truncated = env_worker.rollout_env_step(action)
+            clock.lap("env")
             env_worker.send_next_obs(next_obs)  # allgather -> learner
+            clock.lap("comm")
             env_worker.send_reward(reward)  # allgather -> learner
+            clock.lap("comm")
             env_worker.send_terminated(terminated)  # allgather -> learner
+            clock.lap("comm")
             env_worker.send_truncated(truncated)  # allgather -> learner
+            clock.lap("comm")
             obs = next_obs  # carry
-        # --- block learn (spec: $.loop.learn) ---
-        pass  # nothing of this block runs on role env
+        session.end_iteration(
+            episodes=env_worker.drain_episodes(),
+        )
 
 
 RUNNERS = {
@@ -77,9 +127,26 @@ RUNNERS = {
 }
 
 
-def main() -> None:
-    rank, _ = comm.init()
-    RUNNERS[ROLES[rank]](rank)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
+    )
+    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    args = parser.parse_args(argv)
+    rank, size = comm.init()
+    run_dir = args.run_dir or default_run_dir(RUN.name)
+    session = Session(
+        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
+    )
+    try:
+        RUNNERS[ROLES[rank]](session, rank)
+    except BaseException as error:
+        session.fail(error)
+        raise
+    session.finish()
 
 
 if __name__ == "__main__":

@@ -16,54 +16,100 @@ Run it from the build directory: `python -m ppo_pendulum.main`, under
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
 from rlgen.runtime import comm
+from rlgen.runtime.ppo import METRICS
+from rlgen.runtime.session import RunConfig, Session, default_run_dir
 
 from .actor import ActorFragment
 from .actor_env import ActorEnvFragment
 from .learner import LearnerFragment
 
-SEED = 0
-ITERATIONS = 48  # total_steps // env steps per iteration
-STEPS_PER_ITERATION = 4096
-LOG_EVERY = 1
+RUN = RunConfig(
+    name="ppo-pendulum",
+    total_steps=200000,
+    steps_per_iteration=4096,
+    seed=0,
+    env={
+        "id": "Pendulum-v1",
+        "factory": None,
+        "kwargs": {},
+        "max_episode_steps": None,
+        "obs_shape": [3],
+    },
+    stop_mean_return=-250,
+    window=100,
+    eval_every=20000,
+    eval_episodes=10,
+    eval_deterministic=True,
+    checkpoint_every=50000,
+    checkpoint_keep=3,
+    log_every=1,
+    tensorboard=True,
+    episode_capacity=4096,
+    metric_names=METRICS,
+)
 ROLES = {0: "learner", 1: "actor", 2: "actor"}  # rank -> role
 
 
-def run_learner(rank: int) -> None:
+def run_learner(session: Session, rank: int) -> None:
     """Role `learner` (ranks [0])."""
-    learner = LearnerFragment(SEED)
+    learner = LearnerFragment(RUN.seed)
+    session.attach(
+        learner,
+        policy=learner.actor,
+    )
     learner.sync_weights()  # initial weights from rank 0
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
-    for iteration in range(ITERATIONS):
-        progress = iteration / ITERATIONS
+    for _iteration in session.iterations():
+        progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 1024 times ---
         obs = learner.recv_obs()  # allgather <- actor_env
+        clock.lap("comm")
         buffer = learner.recv_buffer()  # allgather <- actor
+        clock.lap("comm")
         # --- block learn (spec: $.loop.learn) ---
         metrics = learner.learn_learner_update(*buffer, obs, progress)
+        clock.lap("update")
         learner.sync_weights()  # broadcast of the weights
-        if iteration % LOG_EVERY == 0:
-            print(f"iteration {iteration}: metrics {[round(float(x), 4) for x in metrics]}")
+        clock.lap("comm")
+        session.end_iteration(
+            metrics=metrics,
+        )
 
 
-def run_actor(rank: int) -> None:
+def run_actor(session: Session, rank: int) -> None:
     """Role `actor` (ranks [1, 2])."""
-    actor_env = ActorEnvFragment(rank, SEED)
-    actor = ActorFragment(SEED)
+    actor_env = ActorEnvFragment(rank, RUN.seed)
+    actor = ActorFragment(RUN.seed)
     actor.sync_weights()  # initial weights from rank 0
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = actor_env.init_env_reset()
-    for _iteration in range(ITERATIONS):
+    clock.lap("env")
+    for _iteration in session.iterations():
         # --- block rollout (spec: $.loop.rollout): 1024 times ---
         for _ in range(1024):
             action, logp, value = actor.rollout_actor_act_critic_value(obs)
+            clock.lap("inference")
             next_obs, reward, terminated, truncated = actor_env.rollout_env_step(action)
+            clock.lap("env")
             actor.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
+            clock.lap("buffer")
             obs = next_obs  # carry
         actor_env.send_obs(obs)  # allgather -> learner
+        clock.lap("comm")
         actor.send_buffer(actor.buffer.rollout())  # allgather -> learner
+        clock.lap("comm")
         # --- block learn (spec: $.loop.learn) ---
         actor.sync_weights()  # broadcast of the weights
+        clock.lap("comm")
+        session.end_iteration(
+            episodes=actor_env.drain_episodes(),
+        )
 
 
 RUNNERS = {
@@ -72,9 +118,26 @@ RUNNERS = {
 }
 
 
-def main() -> None:
-    rank, _ = comm.init()
-    RUNNERS[ROLES[rank]](rank)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
+    )
+    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    args = parser.parse_args(argv)
+    rank, size = comm.init()
+    run_dir = args.run_dir or default_run_dir(RUN.name)
+    session = Session(
+        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
+    )
+    try:
+        RUNNERS[ROLES[rank]](session, rank)
+    except BaseException as error:
+        session.fail(error)
+        raise
+    session.finish()
 
 
 if __name__ == "__main__":

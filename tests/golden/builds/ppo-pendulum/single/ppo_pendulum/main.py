@@ -12,34 +12,72 @@ Run it from the build directory: `python -m ppo_pendulum.main`.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
+from rlgen.runtime.ppo import METRICS
+from rlgen.runtime.session import RunConfig, Session, default_run_dir
+
 from .agent import AgentFragment
 from .env import EnvFragment
 
-SEED = 0
-ITERATIONS = 48  # total_steps // env steps per iteration
-STEPS_PER_ITERATION = 4096
-LOG_EVERY = 1
+RUN = RunConfig(
+    name="ppo-pendulum",
+    total_steps=200000,
+    steps_per_iteration=4096,
+    seed=0,
+    env={
+        "id": "Pendulum-v1",
+        "factory": None,
+        "kwargs": {},
+        "max_episode_steps": None,
+        "obs_shape": [3],
+    },
+    stop_mean_return=-250,
+    window=100,
+    eval_every=20000,
+    eval_episodes=10,
+    eval_deterministic=True,
+    checkpoint_every=50000,
+    checkpoint_keep=3,
+    log_every=1,
+    tensorboard=True,
+    episode_capacity=4096,
+    metric_names=METRICS,
+)
 ROLES = {0: "main"}  # rank -> role
 
 
-def run_main(rank: int) -> None:
+def run_main(session: Session, rank: int) -> None:
     """Role `main` (ranks [0])."""
-    env = EnvFragment(rank, SEED)
-    agent = AgentFragment(SEED)
+    env = EnvFragment(rank, RUN.seed)
+    agent = AgentFragment(RUN.seed)
+    session.attach(
+        agent,
+        policy=agent.actor,
+    )
+    clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = env.init_env_reset()
-    for iteration in range(ITERATIONS):
-        progress = iteration / ITERATIONS
+    clock.lap("env")
+    for _iteration in session.iterations():
+        progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 1024 times ---
         for _ in range(1024):
             action, logp, value = agent.rollout_actor_act_critic_value(obs)
+            clock.lap("inference")
             next_obs, reward, terminated, truncated = env.rollout_env_step(action)
+            clock.lap("env")
             agent.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
+            clock.lap("buffer")
             obs = next_obs  # carry
         # --- block learn (spec: $.loop.learn) ---
         metrics = agent.learn_learner_update(*agent.buffer.rollout(), obs, progress)
-        if iteration % LOG_EVERY == 0:
-            print(f"iteration {iteration}: metrics {[round(float(x), 4) for x in metrics]}")
+        clock.lap("update")
+        session.end_iteration(
+            metrics=metrics,
+            episodes=env.drain_episodes(),
+        )
 
 
 RUNNERS = {
@@ -47,9 +85,26 @@ RUNNERS = {
 }
 
 
-def main() -> None:
-    rank = 0
-    RUNNERS[ROLES[rank]](rank)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
+    )
+    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    args = parser.parse_args(argv)
+    rank, size = 0, 1
+    run_dir = args.run_dir or default_run_dir(RUN.name)
+    session = Session(
+        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
+    )
+    try:
+        RUNNERS[ROLES[rank]](session, rank)
+    except BaseException as error:
+        session.fail(error)
+        raise
+    session.finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""On-policy rollout storage: ``T`` steps of ``B`` environments in preallocated arrays.
+
+Inserting is a handful of NumPy slice writes per env step (a few microseconds);
+the learner converts the whole rollout to tensors once per update, so the buffer
+adds no TensorFlow call per step.
+
+The buffer follows :class:`rlgen.runtime.envs.VectorEnv`'s step convention
+(gymnasium's ``NEXT_STEP`` autoreset): the step after an episode ends is a
+*reset step* whose observation is the last observation of the finished episode and
+whose action is ignored by the environment. The buffer marks such rows
+``valid = 0`` (derived from the previous insert's ``terminated | truncated``, also
+across rollouts), and the learner leaves them out of its losses. The value the
+actor computed for such a row is the value of the episode's final observation,
+which is exactly what a truncated episode must bootstrap from.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Rollout(NamedTuple):
+    """A full rollout, each field ``[T, B, ...]``; flags are float32 0/1."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    valid: np.ndarray
+    logp: np.ndarray
+    values: np.ndarray
+
+
+class RolloutBuffer:
+    """Holds one rollout of ``length`` steps for ``num_envs`` environments.
+
+    Call :meth:`insert` once per env step; when the buffer is full, :meth:`rollout`
+    returns the data and the next insert starts a new rollout.
+    """
+
+    def __init__(
+        self,
+        length: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...] = (),
+        action_dtype: type[np.generic] = np.int32,
+    ) -> None:
+        if length < 1 or num_envs < 1:
+            raise ValueError("length and num_envs must be >= 1")
+        self.length, self.num_envs = int(length), int(num_envs)
+        self.obs_shape, self.action_shape = tuple(obs_shape), tuple(action_shape)
+        tb = (self.length, self.num_envs)
+        self._data = Rollout(
+            obs=np.zeros(tb + self.obs_shape, np.float32),
+            actions=np.zeros(tb + self.action_shape, action_dtype),
+            rewards=np.zeros(tb, np.float32),
+            terminated=np.zeros(tb, np.float32),
+            truncated=np.zeros(tb, np.float32),
+            valid=np.zeros(tb, np.float32),
+            logp=np.zeros(tb, np.float32),
+            values=np.zeros(tb, np.float32),
+        )
+        self._prev_done = np.zeros(self.num_envs, bool)
+        self.pos = 0
+
+    @property
+    def full(self) -> bool:
+        return self.pos == self.length
+
+    def insert(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        logp: np.ndarray,
+        value: np.ndarray,
+    ) -> None:
+        """Store one step of every env (``obs`` is the observation the action was taken in)."""
+        if self.pos == self.length:
+            self.pos = 0
+        t, d = self.pos, self._data
+        d.obs[t] = obs
+        d.actions[t] = action
+        d.rewards[t] = reward
+        d.terminated[t] = terminated
+        d.truncated[t] = truncated
+        d.valid[t] = ~self._prev_done
+        d.logp[t] = logp
+        d.values[t] = value
+        self._prev_done = np.logical_or(terminated, truncated)
+        self.pos = t + 1
+
+    def rollout(self) -> Rollout:
+        """The stored rollout (views of the buffer's arrays; valid until the next insert)."""
+        if not self.full:
+            raise RuntimeError(f"rollout buffer holds {self.pos} of {self.length} steps")
+        return self._data
+
+    def reset_episode_flags(self) -> None:
+        """Forget the previous step's episode ends (after an explicit ``env.reset()``)."""
+        self._prev_done[:] = False

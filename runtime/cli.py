@@ -1,0 +1,157 @@
+"""``rlgen run`` and ``rlgen eval``: argument parsing and reporting only.
+
+Exit codes: 0 finished (or stopped cleanly by Ctrl-C, with a final checkpoint), 1 invalid
+spec or a failed run (the message names the rank and its error), 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
+    """The build directory to run: TARGET itself, or a fresh build of the spec TARGET."""
+    from rlgen.codegen.build import BuildError, build
+    from rlgen.codegen.cli import validated
+
+    target = Path(args.target)
+    if target.is_dir():
+        if args.policy or args.workers or args.hosts:
+            print(
+                "rlgen run: error: --policy/--workers/--hosts apply to a spec; a build directory is fixed "
+                "(rebuild it with `rlgen build SPEC --policy ...`)",
+                file=sys.stderr,
+            )
+            return None, EXIT_USAGE
+        return target, EXIT_OK
+    args.spec = str(target)
+    result, code = validated(args)
+    if result is None:
+        return None, code
+    policy = result.spec.deploy.policy
+    out = (
+        Path(args.build_dir)
+        if args.build_dir
+        else Path("build") / f"{result.spec.name}-{policy}-{result.spec.deploy.workers}"
+    )
+    try:
+        build(result, out)
+    except BuildError as exc:
+        print(f"rlgen run: error: {exc}", file=sys.stderr)
+        return None, EXIT_FAILED
+    return out, EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rlgen.runtime import launch
+    from rlgen.runtime.session import default_run_dir
+
+    if args.target is None and args.resume is None:
+        print("rlgen run: error: give a spec or build directory, or --resume RUN_DIR", file=sys.stderr)
+        return EXIT_USAGE
+    if args.resume is not None:
+        run_dir = Path(args.resume)
+        try:
+            doc = json.loads((run_dir / "run.json").read_text())
+        except (OSError, ValueError) as exc:
+            print(f"rlgen run: error: --resume {run_dir}: not a run directory ({exc})", file=sys.stderr)
+            return EXIT_USAGE
+        build_dir = Path(args.target) if args.target else Path(doc["build_dir"])
+    else:
+        if not Path(args.target).exists():
+            print(f"rlgen run: error: {args.target} does not exist", file=sys.stderr)
+            return EXIT_USAGE
+        build_dir, code = _build_for(args)
+        if build_dir is None:
+            return code
+    try:
+        info = launch.BuildInfo.read(build_dir)
+        run_dir = Path(args.resume) if args.resume else Path(args.run_dir or default_run_dir(info.name))
+        rank_args = ["--run-dir", str(run_dir.resolve())]
+        rank_args += ["--resume"] if args.resume else []
+        rank_args += ["--iterations", str(args.iterations)] if args.iterations else []
+        rank_args += ["--quiet"] if args.quiet else []
+        cmd = launch.horovod_command(info, args.hosts or [], rank_args) if info.workers > 1 else None
+        if args.dry_run:
+            print(launch.describe(info, cmd))
+            return EXIT_OK
+        launch.prepare_run_dir(run_dir, info, bool(args.resume))
+        if cmd is None:
+            launch.run_in_process(info, rank_args)
+        else:
+            launch.run_distributed(info, cmd, run_dir)
+    except launch.LaunchError as exc:
+        print(f"rlgen run: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    try:
+        doc = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError) as exc:
+        print(f"rlgen eval: error: {run_dir} is not a run directory ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    if not (run_dir / "policy" / "saved_model.pb").is_file():
+        print(f"rlgen eval: error: {run_dir} has no exported policy (the run did not finish)", file=sys.stderr)
+        return EXIT_FAILED
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    from rlgen.runtime.evaluate import evaluate
+
+    policy = tf.saved_model.load(str(run_dir / "policy"))
+    returns = evaluate(lambda obs: policy.act(tf.constant(obs)).numpy(), doc["config"]["env"], args.episodes, args.seed)
+    out = {
+        "episodes": len(returns),
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "min": float(returns.min()),
+        "max": float(returns.max()),
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"{run_dir}: {out['episodes']} episodes, return {out['mean_return']:.1f} ± {out['std_return']:.1f} "
+            f"(min {out['min']:.1f}, max {out['max']:.1f})"
+        )
+    return EXIT_OK
+
+
+def register(sub, deploy_args) -> None:
+    """Add ``run`` and ``eval`` to the ``rlgen`` sub-command parser."""
+    p = sub.add_parser(
+        "run",
+        help="build (if given a spec) and train",
+        description="Train a spec or a build directory under its distribution policy: "
+        "`single` in this process, the others under horovodrun --gloo.",
+    )
+    p.add_argument("target", nargs="?", metavar="SPEC|BUILD_DIR", help="a .rl.yaml spec or an rlgen build directory")
+    p.add_argument("--run-dir", metavar="DIR", help="run directory (default runs/<name>-<time>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--iterations", type=int, metavar="K", help="stop after K iterations")
+    p.add_argument("--build-dir", metavar="DIR", help="where to build a spec (default build/<name>-<policy>-<N>)")
+    p.add_argument("--dry-run", action="store_true", help="print the launch command and rank plan, then stop")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    deploy_args(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a trained policy",
+        description="Run the exported policy of a run directory for whole episodes.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--episodes", type=int, default=10, help="episodes (default 10)")
+    p.add_argument("--seed", type=int, default=12345, help="seed of the evaluation envs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_eval)

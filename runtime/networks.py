@@ -1,0 +1,182 @@
+"""Function approximators as ``tf.Module``s over plain ``tf.Variable``s.
+
+No Keras: Horovod's ``broadcast_variables`` fails on Keras 3 variables, and plain
+variables are checkpointable with ``tf.train.Checkpoint`` all the same. Initial
+weights are drawn with NumPy from an explicit seed, so a network is reproducible
+without touching TensorFlow's global random state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+Activation = Callable[[tf.Tensor], tf.Tensor]
+
+ACTIVATIONS: dict[str, Activation] = {
+    "tanh": tf.tanh,
+    "relu": tf.nn.relu,
+    "elu": tf.nn.elu,
+    "gelu": tf.nn.gelu,
+    "silu": tf.nn.silu,
+    "sigmoid": tf.sigmoid,
+}
+
+HIDDEN_GAIN = math.sqrt(2.0)
+
+
+def orthogonal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
+    """A ``[fan_in, fan_out]`` matrix with orthonormal rows or columns, times ``gain``.
+
+    Same construction as ``torch.nn.init.orthogonal_`` on a ``[fan_out, fan_in]``
+    weight (QR of a Gaussian matrix, signs fixed by the diagonal of R), transposed.
+    """
+    rows, cols = fan_out, fan_in
+    flat = rng.standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return (gain * q).T.astype(np.float32)
+
+
+def glorot_uniform(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
+    """Glorot/Xavier uniform initialisation, scaled by ``gain``."""
+    limit = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+
+def he_normal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
+    """He normal initialisation (std ``sqrt(2 / fan_in)``), scaled by ``gain``."""
+    return (gain * math.sqrt(2.0 / fan_in) * rng.standard_normal((fan_in, fan_out))).astype(np.float32)
+
+
+INITIALIZERS = {"orthogonal": orthogonal, "glorot_uniform": glorot_uniform, "he_normal": he_normal}
+
+
+class Dense(tf.Module):
+    """``y = x @ w + b`` with zero-initialised bias."""
+
+    def __init__(self, weights: np.ndarray, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.w = tf.Variable(weights, name="w")
+        self.b = tf.Variable(tf.zeros([weights.shape[1]]), name="b")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(x, self.w) + self.b
+
+
+class MLP(tf.Module):
+    """Multi-layer perceptron: ``[B, *input_shape] -> [B, output_size]``.
+
+    With ``init="orthogonal"`` (the default, as Stable-Baselines3): hidden layers get
+    gain ``sqrt(2)``, the output layer ``output_gain`` (0.01 for a policy head, 1.0
+    for a value head). Other initialisers ignore the gains except ``output_gain``.
+    """
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        hidden: Sequence[int],
+        output_size: int,
+        activation: str = "tanh",
+        init: str = "orthogonal",
+        output_gain: float = 1.0,
+        seed: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; one of {sorted(ACTIVATIONS)}")
+        if init not in INITIALIZERS:
+            raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
+        self.input_shape = tuple(int(d) for d in input_shape)
+        self.input_size = int(np.prod(self.input_shape, dtype=np.int64))
+        self.output_size = int(output_size)
+        self._activation = ACTIVATIONS[activation]
+        rng = np.random.default_rng(seed)
+        make = INITIALIZERS[init]
+        hidden_gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        sizes = [self.input_size, *(int(h) for h in hidden)]
+        self.hidden = [
+            Dense(make(n_in, n_out, hidden_gain, rng), name=f"hidden_{i}")
+            for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
+        ]
+        self.head = Dense(make(sizes[-1], self.output_size, output_gain, rng), name="head")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        h = tf.reshape(tf.cast(x, tf.float32), [-1, self.input_size])
+        for layer in self.hidden:
+            h = self._activation(layer(h))
+        return self.head(h)
+
+
+def mlp(
+    input_shape: Sequence[int],
+    output_size: int,
+    hidden: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    init: str = "orthogonal",
+    output_gain: float = 1.0,
+    seed: int = 0,
+) -> MLP:
+    """:class:`MLP` with the custom-network factory signature (``input_shape, output_size``)."""
+    return MLP(input_shape, hidden, output_size, activation, init, output_gain, seed)
+
+
+def import_callable(ref: str) -> Callable[..., Any]:
+    """Import ``"pkg.module:attr"`` and return the attribute, which must be callable."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected 'pkg.module:callable', got {ref!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{ref!r} is not callable")
+    return obj
+
+
+def build_network(
+    config: Mapping[str, Any],
+    input_shape: Sequence[int],
+    output_size: int,
+    output_gain: float = 1.0,
+    seed: int = 0,
+    name: str | None = None,
+) -> tf.Module:
+    """Build a network from its spec entry (``networks.<name>`` in the ``.rl.yaml``).
+
+    ``{kind: mlp, hidden, activation, init}`` builds an :class:`MLP`;
+    ``{kind: custom, impl: "pkg.mod:factory", args}`` calls
+    ``factory(tuple(input_shape), output_size, **args)``, which must return a
+    ``tf.Module`` mapping ``[B, *input_shape]`` to ``[B, output_size]``.
+    """
+    kind = config.get("kind", "mlp")
+    if kind == "mlp":
+        return MLP(
+            input_shape,
+            config.get("hidden", (64, 64)),
+            output_size,
+            activation=config.get("activation", "tanh"),
+            init=config.get("init", "orthogonal"),
+            output_gain=output_gain,
+            seed=seed,
+            name=name,
+        )
+    if kind == "custom":
+        factory = import_callable(config["impl"])
+        net = factory(tuple(int(d) for d in input_shape), int(output_size), **config.get("args", {}))
+        if not isinstance(net, tf.Module) or not net.trainable_variables:
+            raise TypeError(
+                f"{config['impl']} must return a tf.Module with trainable tf.Variables, got {type(net).__name__}"
+            )
+        return net
+    raise ValueError(f"unknown network kind {kind!r}")

@@ -1,0 +1,167 @@
+"""Policy and value components, and the fused per-step inference call.
+
+A training loop with a host environment calls the network once per env step, and
+per call overhead dominates at small batch; :func:`make_act_and_value` therefore
+fuses acting and value estimation into one compiled call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .distributions import Categorical, DiagGaussian, Distribution
+from .tfutil import numpy_caller
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """An action space as the networks see it: ``n`` actions, or a real vector.
+
+    Discrete: ``n`` set, actions are int32 scalars per env. Continuous: ``shape``
+    (one axis) with optional ``low``/``high`` bounds, actions are float32 vectors.
+    """
+
+    n: int | None = None
+    shape: tuple[int, ...] = ()
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+    @property
+    def discrete(self) -> bool:
+        return self.n is not None
+
+    @property
+    def dtype(self) -> tf.DType:
+        return tf.int32 if self.discrete else tf.float32
+
+    @property
+    def np_dtype(self) -> type[np.generic]:
+        return np.int32 if self.discrete else np.float32
+
+    @property
+    def num_outputs(self) -> int:
+        """Network outputs needed: logits for discrete, means for continuous."""
+        return int(self.n) if self.n is not None else int(np.prod(self.shape))
+
+    @classmethod
+    def from_space(cls, space: Any) -> ActionSpec:
+        """From a gymnasium ``Discrete`` or one-axis ``Box`` space."""
+        if hasattr(space, "n") and not hasattr(space, "nvec"):
+            return cls(n=int(space.n))
+        if getattr(space, "shape", None) is not None and hasattr(space, "low"):
+            if len(space.shape) != 1:
+                raise ValueError(f"only one-axis Box action spaces are supported, got {space}")
+            return cls(
+                shape=tuple(space.shape),
+                low=tuple(float(x) for x in np.asarray(space.low).ravel()),
+                high=tuple(float(x) for x in np.asarray(space.high).ravel()),
+            )
+        raise ValueError(f"unsupported action space {space!r}")
+
+
+class Policy(tf.Module):
+    """A stochastic policy: network outputs -> categorical logits or Gaussian means.
+
+    ``distribution`` is ``"auto"`` (from the action spec), ``"categorical"`` or
+    ``"gaussian"``; the Gaussian has a state-independent ``log_std`` variable.
+    Samples come from the policy's own seeded ``tf.random.Generator``.
+    """
+
+    def __init__(
+        self,
+        network: tf.Module,
+        action_spec: ActionSpec,
+        distribution: str = "auto",
+        log_std_init: float = 0.0,
+        seed: int = 0,
+        name: str | None = "policy",
+    ) -> None:
+        super().__init__(name=name)
+        if distribution == "auto":
+            distribution = "categorical" if action_spec.discrete else "gaussian"
+        if distribution not in ("categorical", "gaussian"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        if (distribution == "categorical") != action_spec.discrete:
+            raise ValueError(f"{distribution} distribution does not fit {action_spec}")
+        self.network = network
+        self.action_spec = action_spec
+        self.kind = distribution
+        self.generator = tf.random.Generator.from_seed(seed)
+        if distribution == "gaussian":
+            self.log_std = tf.Variable(tf.fill([action_spec.num_outputs], float(log_std_init)), name="log_std")
+
+    def distribution(self, obs: tf.Tensor) -> Distribution:
+        out = self.network(obs)
+        if self.kind == "categorical":
+            return Categorical(out)
+        return DiagGaussian(out, self.log_std)
+
+    def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
+        """Return ``(action, log_prob)``; ``deterministic`` takes the mode (trace-time flag)."""
+        dist = self.distribution(obs)
+        action = dist.mode() if deterministic else dist.sample(self.generator)
+        return action, dist.log_prob(action)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling stream from ``seed`` (e.g. per rank after a broadcast)."""
+        self.generator.reset_from_seed(seed)
+
+
+class Value(tf.Module):
+    """A state-value function ``V(obs) -> [B]`` over a network with one output."""
+
+    def __init__(self, network: tf.Module, name: str | None = "value") -> None:
+        super().__init__(name=name)
+        self.network = network
+
+    def value(self, obs: tf.Tensor) -> tf.Tensor:
+        return tf.squeeze(self.network(obs), axis=-1)
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        return self.value(obs)
+
+
+class ActAndValue:
+    """Compiled inference: NumPy ``obs[B, *obs_shape]`` -> NumPy outputs, one call per step.
+
+    Returns ``(action, logp, value)``, or ``(action, logp)`` when built without a
+    value component. ``self.function`` is the underlying ``tf.function``.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        value: Value | None,
+        obs_shape: tuple[int, ...],
+        deterministic: bool = False,
+        jit_compile: bool = True,
+    ) -> None:
+        spec = tf.TensorSpec([None, *obs_shape], tf.float32, name="obs")
+
+        @tf.function(input_signature=[spec], jit_compile=jit_compile, autograph=False)
+        def act_and_value(obs: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            action, logp = policy.act(obs, deterministic)
+            if value is None:
+                return action, logp
+            return action, logp, value.value(obs)
+
+        self.function = act_and_value
+        self._call = numpy_caller(act_and_value)
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self._call(obs)
+
+
+def make_act_and_value(
+    policy: Policy,
+    value: Value | None,
+    obs_shape: tuple[int, ...],
+    deterministic: bool = False,
+    jit_compile: bool = True,
+) -> ActAndValue:
+    """Build the fused per-step inference call (see :class:`ActAndValue`)."""
+    return ActAndValue(policy, value, tuple(obs_shape), deterministic, jit_compile)

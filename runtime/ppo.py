@@ -1,0 +1,254 @@
+"""PPO (clipped surrogate) with all epochs and minibatches in one compiled call.
+
+One :meth:`PPOLearner.update` is one TensorFlow call: it computes GAE, then runs
+``epochs`` passes of shuffled minibatches (an in-graph loop over precomputed
+permutations) and returns the metrics. Semantics follow Stable-Baselines3's PPO
+(and its defaults) except where noted:
+
+* Advantages use the actor's values. With :mod:`rlgen.runtime.envs`'s step
+  convention the row after an episode end holds the value of the episode's final
+  observation, so a *truncated* episode bootstraps from ``V(final obs)`` and a
+  *terminated* one from 0 (SB3 does the same via ``terminal_observation``; CleanRL
+  treats truncation as termination). Reset rows (``valid == 0``) carry no
+  transition: they are excluded from every loss and statistic.
+* A minibatch is ``minibatch`` consecutive entries of a fresh permutation per epoch;
+  when ``T * B`` is not a multiple, the last minibatch of an epoch is shorter (as in
+  SB3), implemented with zero-weight padding so shapes stay static. When one
+  minibatch holds the whole rollout (the RL Zoo's CartPole setting) every step uses
+  the whole batch in order: a permutation would change nothing but rounding.
+* ``reduce_gradients`` (e.g. a Horovod allreduce for the multi-learner policy) is
+  applied inside the graph to the list of gradients, before clipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .buffers import Rollout, RolloutBuffer
+from .optim import Rate, as_schedule, build_optimizer, clip_by_global_norm
+from .policies import Policy, Value
+from .tfutil import flat_caller, to_tensor
+
+GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+
+STEP_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+METRICS = (*STEP_METRICS, "loss", "explained_variance", "lr", "clip")
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyper-parameters; defaults are Stable-Baselines3's.
+
+    ``lr`` and ``clip`` are a number or a schedule (:class:`rlgen.runtime.optim.Linear`
+    or a spec mapping ``{schedule: linear, start, end}``) over training progress.
+    ``minibatch`` is per learner. ``jit_compile=None`` compiles the update with XLA
+    unless a gradient reducer is given (Horovod's ops have no XLA kernels).
+    """
+
+    lr: Rate | Mapping[str, Any] = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: Rate | Mapping[str, Any] = 0.2
+    clip_value: float | None = None
+    epochs: int = 10
+    minibatch: int = 64
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float | None = 0.5
+    normalize_advantage: bool = True
+    optimizer: Mapping[str, Any] = field(default_factory=lambda: {"kind": "adam", "eps": 1e-5})
+    jit_compile: bool | None = None
+
+    @classmethod
+    def from_spec(cls, learner: Mapping[str, Any]) -> PPOConfig:
+        """From a spec's ``components.<learner>`` mapping (unknown keys such as ``kind``,
+        ``policy`` and ``value`` are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in learner.items() if k in names})
+
+
+def gae(
+    rewards: tf.Tensor,
+    values: tf.Tensor,
+    next_values: tf.Tensor,
+    terminated: tf.Tensor,
+    dones: tf.Tensor,
+    gamma: float,
+    lam: float,
+) -> tf.Tensor:
+    """Generalised advantage estimates, all arguments ``[T, B]`` float32.
+
+    ``next_values[t]`` is the value of the observation after step ``t``;
+    ``terminated`` zeroes it; ``dones`` (terminated or truncated) stops the
+    recursion ``A[t] = delta[t] + gamma * lam * (1 - dones[t]) * A[t + 1]``.
+    """
+    deltas = rewards + gamma * next_values * (1.0 - terminated) - values
+    decay = gamma * lam * (1.0 - dones)
+
+    def backward(carry: tf.Tensor, x: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        delta, k = x
+        return delta + k * carry
+
+    return tf.scan(backward, (deltas, decay), initializer=tf.zeros_like(deltas[0]), reverse=True)
+
+
+def _masked_mean(x: tf.Tensor, w: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_sum(w * x) / n
+
+
+class PPOLearner(tf.Module):
+    """Learns a :class:`Policy` and a :class:`Value` from rollouts of ``[T, B]`` steps."""
+
+    _TF_MODULE_IGNORED_PROPERTIES = frozenset({"params", "update_fn", "_call"})
+
+    def __init__(
+        self,
+        policy: Policy,
+        value: Value,
+        config: PPOConfig,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: Sequence[int],
+        seed: int = 0,
+        reduce_gradients: GradientReducer | None = None,
+        name: str | None = "ppo",
+    ) -> None:
+        super().__init__(name=name)
+        self.policy, self.value, self.config = policy, value, config
+        self.num_steps, self.num_envs = int(num_steps), int(num_envs)
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        unique = {id(v): v for v in (*policy.trainable_variables, *value.trainable_variables)}
+        self.params = list(unique.values())
+        self.optimizer = build_optimizer(config.optimizer, self.params)
+        self.generator = tf.random.Generator.from_seed(seed)
+        self._lr, self._clip = as_schedule(config.lr), as_schedule(config.clip)
+        self._reduce = reduce_gradients
+        n = self.num_steps * self.num_envs
+        self.minibatch = min(int(config.minibatch), n)
+        self.minibatches_per_epoch = -(-n // self.minibatch)
+        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
+        t, b, obs = self.num_steps, self.num_envs, self.obs_shape
+        act = policy.action_spec
+        tb = tf.TensorSpec([t, b], tf.float32)
+        signature = [
+            tf.TensorSpec([t, b, *obs], tf.float32),
+            tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
+            *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
+            tf.TensorSpec([b, *obs], tf.float32),
+            tf.TensorSpec([], tf.float32),
+        ]
+        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
+        self._call = flat_caller(self.update_fn)
+
+    def update(self, rollout: RolloutBuffer | Rollout, last_obs: np.ndarray, progress: float = 0.0) -> dict[str, float]:
+        """Learn from a full rollout; ``last_obs[B, ...]`` follows its last step and
+        ``progress`` in [0, 1] drives the schedules. Returns mean metrics over all
+        gradient steps (``loss`` etc.) and rollout statistics."""
+        data = rollout.rollout() if isinstance(rollout, RolloutBuffer) else rollout
+        args = [tf.constant(x) for x in data]
+        args.append(to_tensor(last_obs))
+        args.append(tf.constant(progress, tf.float32))
+        (out,) = self._call(*args)
+        return dict(zip(METRICS, out.numpy().tolist(), strict=True))
+
+    def _update(
+        self,
+        obs: tf.Tensor,
+        actions: tf.Tensor,
+        rewards: tf.Tensor,
+        terminated: tf.Tensor,
+        truncated: tf.Tensor,
+        valid: tf.Tensor,
+        logp: tf.Tensor,
+        values: tf.Tensor,
+        last_obs: tf.Tensor,
+        progress: tf.Tensor,
+    ) -> tf.Tensor:
+        cfg = self.config
+        next_values = tf.concat([values[1:], self.value.value(last_obs)[None]], axis=0)
+        dones = tf.maximum(terminated, truncated)
+        advantages = gae(rewards, values, next_values, terminated, dones, cfg.gamma, cfg.gae_lambda)
+        returns = advantages + values
+        n = self.num_steps * self.num_envs
+
+        def flat(x: tf.Tensor) -> tf.Tensor:
+            return tf.reshape(x, [n, *x.shape[2:]])
+
+        batch = [flat(x) for x in (obs, actions, logp, values, advantages, returns, valid)]
+        lr, clip = self._lr(progress), self._clip(progress)
+        steps = self.config.epochs * self.minibatches_per_epoch
+        if self.minibatches_per_epoch == 1:  # whole-batch steps: shuffling changes nothing
+
+            def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                return k + 1, totals + self._train_step(batch, tf.ones([n]), lr, clip)
+
+        else:
+            index, pad_weight = self._minibatch_indices(n)
+
+            def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                minibatch = [tf.gather(x, index[k]) for x in batch]
+                return k + 1, totals + self._train_step(minibatch, pad_weight[k], lr, clip)
+
+        _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS) + 1])))
+        means = totals / float(steps)
+        w = flat(valid)
+        n_valid = tf.maximum(tf.reduce_sum(w), 1.0)
+        ret, val = flat(returns), flat(values)
+        ret_mean = _masked_mean(ret, w, n_valid)
+        var_ret = _masked_mean(tf.square(ret - ret_mean), w, n_valid)
+        err = ret - val
+        var_err = _masked_mean(tf.square(err - _masked_mean(err, w, n_valid)), w, n_valid)
+        explained = tf.where(var_ret > 0.0, 1.0 - var_err / var_ret, np.nan)
+        return tf.concat([means, tf.stack([explained, lr, clip])], axis=0)
+
+    def _minibatch_indices(self, n: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """``[epochs * M, minibatch]`` sample indices (one permutation per epoch,
+        zero-padded to whole minibatches) and the matching 0/1 padding weights."""
+        epochs, m, size = self.config.epochs, self.minibatches_per_epoch, self.minibatch
+        pad = m * size - n
+        perm = tf.argsort(self.generator.uniform([epochs, n]), axis=1, stable=True)
+        perm = tf.concat([perm, tf.zeros([epochs, pad], tf.int32)], axis=1)
+        weight = tf.concat([tf.ones([epochs, n]), tf.zeros([epochs, pad])], axis=1)
+        return tf.reshape(perm, [epochs * m, size]), tf.reshape(weight, [epochs * m, size])
+
+    def _train_step(
+        self, minibatch: list[tf.Tensor], pad_weight: tf.Tensor, lr: tf.Tensor, clip: tf.Tensor
+    ) -> tf.Tensor:
+        """One gradient step; returns ``[*STEP_METRICS, loss]`` of this minibatch."""
+        cfg = self.config
+        obs, actions, old_logp, old_values, advantages, returns, valid = minibatch
+        w = valid * pad_weight
+        n = tf.maximum(tf.reduce_sum(w), 1.0)
+        if cfg.normalize_advantage:
+            mean = _masked_mean(advantages, w, n)
+            var = tf.reduce_sum(w * tf.square(advantages - mean)) / tf.maximum(n - 1.0, 1.0)
+            advantages = (advantages - mean) / (tf.sqrt(var) + 1e-8)
+        with tf.GradientTape() as tape:
+            dist = self.policy.distribution(obs)
+            log_ratio = dist.log_prob(actions) - old_logp
+            ratio = tf.exp(log_ratio)
+            surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+            policy_loss = -_masked_mean(surrogate, w, n)
+            values = self.value.value(obs)
+            if cfg.clip_value is not None:
+                values = old_values + tf.clip_by_value(values - old_values, -cfg.clip_value, cfg.clip_value)
+            value_loss = _masked_mean(tf.square(returns - values), w, n)
+            entropy = _masked_mean(dist.entropy(), w, n)
+            loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+        grads = tape.gradient(loss, self.params, unconnected_gradients="zero")
+        if self._reduce is not None:
+            grads = self._reduce(list(grads))
+        if cfg.max_grad_norm is not None:
+            grads, grad_norm = clip_by_global_norm(grads, cfg.max_grad_norm)
+        else:
+            grad_norm = tf.linalg.global_norm(list(grads))
+        self.optimizer.apply(grads, lr)
+        approx_kl = _masked_mean(ratio - 1.0 - log_ratio, w, n)
+        clipped = tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)
+        clip_fraction = _masked_mean(clipped, w, n)
+        return tf.stack([policy_loss, value_loss, entropy, approx_kl, clip_fraction, grad_norm, loss])

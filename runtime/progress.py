@@ -1,0 +1,87 @@
+"""Progress in the terminal: one live status line on a TTY, plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _num(value: Any, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+class Progress:
+    """Shows env steps, steps/s, mean return and ETA.
+
+    On a terminal the line is redrawn at most 5 times a second; when stdout is a
+    file or pipe, a plain line is printed at most every ``plain_every`` seconds.
+    """
+
+    def __init__(
+        self, total_steps: int, enabled: bool = True, stream: TextIO | None = None, plain_every: float = 5.0
+    ) -> None:
+        self.total = total_steps
+        self.enabled = enabled
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.plain_every = plain_every
+        self._last = 0.0
+        self._width = 0
+
+    def line(self, record: Mapping[str, Any]) -> str:
+        steps, elapsed = record.get("env_steps", 0), record.get("time") or 0.0
+        rate = steps / elapsed if elapsed else None
+        eta = (self.total - steps) / rate if rate else None
+        text = (
+            f"{steps:>9,}/{self.total:,} env steps  {_num(rate, '{:,.0f}')} steps/s  "
+            f"return {_num(record.get('mean_return'))}"
+        )
+        if record.get("eval_mean_return") is not None:
+            text += f"  eval {record['eval_mean_return']:.1f}"
+        return text + f"  elapsed {_duration(elapsed)}  ETA {_duration(eta) if eta is not None else '-'}"
+
+    def update(self, record: Mapping[str, Any], final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self.tty:
+            if final or now - self._last >= 0.2:
+                text = self.line(record)
+                self.stream.write("\r" + text.ljust(self._width))
+                self._width = len(text)
+                self.stream.flush()
+                self._last = now
+        elif final or now - self._last >= self.plain_every:
+            self.stream.write(self.line(record) + "\n")
+            self.stream.flush()
+            self._last = now
+
+    def note(self, message: str) -> None:
+        if not self.enabled:
+            return
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self._width = 0
+        self.stream.write(message + "\n")
+        self.stream.flush()
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if self.tty and self._width:
+            self.stream.write("\n")
+        ret = summary.get("mean_return")
+        self.stream.write(
+            f"done ({summary.get('stop_reason')}): {summary.get('env_steps'):,} env steps in "
+            f"{summary.get('elapsed', 0):.1f} s, mean return {_num(ret)}; run directory {summary.get('run_dir')}\n"
+        )
+        self.stream.flush()

@@ -1,0 +1,448 @@
+"""A training run as one rank sees it: its directory, clock, episodes, metrics, checkpoints, stop.
+
+Generated rank entries (``main.py`` of a build) create one :class:`Session` per
+rank and call it at a few fixed points; the algorithm's own dataflow stays in the
+generated code::
+
+    session.attach(agent, policy=agent.actor)     # rank owning the learner: checkpoints, eval
+    for iteration in session.iterations():        # from the resume point until stop
+        ...fragment steps..., clock.lap("inference")
+        session.end_iteration(metrics=..., episodes=env.drain_episodes())
+    session.finish()
+
+Once per iteration the ranks exchange one small message (episodes finished and a
+control row) so that every rank stops at the same iteration; rank 0 owns logs,
+TensorBoard, checkpoints (``tf.train.CheckpointManager``, plus ``state.json``
+written atomically after each checkpoint) and the exported policy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .progress import Progress
+
+CATEGORIES = ("inference", "env", "buffer", "update", "comm")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run needs to know from the spec (rendered as a literal into ``main.py``)."""
+
+    name: str
+    total_steps: int
+    steps_per_iteration: int
+    seed: int = 0
+    env: Mapping[str, Any] = field(default_factory=dict)
+    stop_mean_return: float | None = None
+    window: int = 100
+    eval_every: int = 0
+    eval_episodes: int = 10
+    eval_deterministic: bool = True
+    checkpoint_every: int = 0
+    checkpoint_keep: int = 3
+    log_every: int = 1
+    tensorboard: bool = True
+    metric_names: tuple[str, ...] = ()
+    episode_capacity: int = 1024  # most episodes one rank can finish in one iteration
+
+    @property
+    def iterations(self) -> int:
+        return max(1, self.total_steps // self.steps_per_iteration)
+
+
+class Clock:
+    """Charges wall time to categories: ``lap(c)`` adds the time since the previous lap to ``c``."""
+
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(CATEGORIES, 0.0)
+        self._last = time.perf_counter()
+
+    def lap(self, category: str) -> None:
+        now = time.perf_counter()
+        self.totals[category] += now - self._last
+        self._last = now
+
+    def reset(self) -> dict[str, float]:
+        out, self.totals = self.totals, dict.fromkeys(CATEGORIES, 0.0)
+        self._last = time.perf_counter()
+        return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Session:
+    """One rank's view of a run (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: str | os.PathLike[str],
+        rank: int = 0,
+        size: int = 1,
+        resume: bool = False,
+        max_iterations: int | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.config, self.rank, self.size = config, rank, size
+        self.run_dir = Path(run_dir)
+        self.resume = resume
+        self.clock = Clock()
+        self.iteration = 0
+        self.start_iteration = 0
+        self.max_iterations = max_iterations
+        self.returns: deque[float] = deque(maxlen=config.window)
+        self.lengths: deque[int] = deque(maxlen=config.window)
+        self.episodes = 0
+        self.stop_reason = ""
+        self._stop_requested = False  # rank 0's decision, shared in the next exchange (distributed)
+        self._interrupted = False
+        self._module = None
+        self._policy = None
+        self._manager = None
+        self._iteration_var = None
+        self._writer = None
+        self._metrics_file = None
+        self._elapsed_before = 0.0
+        self._started = self._iter_started = time.perf_counter()
+        self._last_checkpoint_steps = 0
+        self._last_eval_steps = 0
+        self.last_eval: tuple[float, float] | None = None
+        self.progress = Progress(config.total_steps, enabled=progress and rank == 0)
+        (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "ranks" / f"{rank}.pid").write_text(f"{os.getpid()}\n")
+        if rank == 0:
+            self._write_status("running")
+        self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+
+    # --- set-up -----------------------------------------------------------------
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self._interrupted:  # a second Ctrl-C: stop now
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            raise KeyboardInterrupt
+        self._interrupted = True
+        if self.rank == 0:
+            self.progress.note("interrupted: finishing this iteration and writing a checkpoint (Ctrl-C again to abort)")
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    @property
+    def env_steps(self) -> int:
+        return self.iteration * self.config.steps_per_iteration
+
+    @property
+    def progress_fraction(self) -> float:
+        return self.iteration / self.config.iterations
+
+    def attach(self, module: Any, policy: Any = None, sync: Sequence[Any] = ()) -> None:
+        """Register the module that holds the learner (checkpointed on rank 0) and the policy
+        to evaluate and export. On resume, rank 0 restores it; ``sync`` variables (learner
+        state that must be equal on every rank holding it) are then broadcast from rank 0."""
+        import tensorflow as tf
+
+        self._module, self._policy = module, policy
+        if self.rank == 0:
+            self._iteration_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+            ckpt = tf.train.Checkpoint(module=module, iteration=self._iteration_var)
+            self._manager = tf.train.CheckpointManager(
+                ckpt, str(self.run_dir / "checkpoints"), max_to_keep=self.config.checkpoint_keep
+            )
+            if self.resume:
+                self._restore(ckpt)
+        if self.distributed and sync:
+            from . import comm
+
+            comm.broadcast_variables(list(sync), root_rank=0)
+
+    def _restore(self, ckpt: Any) -> None:
+        latest = self._manager.latest_checkpoint
+        if latest is None:
+            raise RuntimeError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
+        ckpt.restore(latest).assert_existing_objects_matched()
+        state = json.loads((self.run_dir / "state.json").read_text())
+        self.start_iteration = int(self._iteration_var.numpy())
+        self.returns.extend(state.get("returns", []))
+        self.lengths.extend(state.get("lengths", []))
+        self.episodes = int(state.get("episodes", 0))
+        self._elapsed_before = float(state.get("elapsed", 0.0))
+        self._last_checkpoint_steps = self._last_eval_steps = self.start_iteration * self.config.steps_per_iteration
+        self.progress.note(f"resumed from {latest} at {self._last_checkpoint_steps} env steps")
+
+    def begin(self) -> None:
+        """Agree on the first iteration (rank 0's, after a resume) and open the logs."""
+        if self.distributed:
+            from . import comm
+
+            starts = comm.gather(np.array([self.start_iteration], np.int64), [1], "int64", name="rlgen_begin")
+            self.start_iteration = int(starts[0])
+        self.iteration = self.start_iteration
+        if self.rank == 0:
+            self._metrics_file = (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+            if self.config.tensorboard:
+                import tensorflow as tf
+
+                self._writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+        self._started = self._iter_started = time.perf_counter()
+        self.clock.reset()
+
+    # --- the loop ---------------------------------------------------------------
+    def iterations(self) -> Iterator[int]:
+        """Iteration numbers from the resume point until the budget or a stop condition."""
+        self.begin()
+        last = self.config.iterations
+        if self.max_iterations is not None:
+            last = min(last, self.start_iteration + self.max_iterations)
+        while self.iteration < last and not self.stop_reason:
+            yield self.iteration
+        if not self.stop_reason:
+            self.stop_reason = "budget" if self.iteration >= self.config.iterations else "iterations"
+
+    def end_iteration(self, metrics: Any = None, episodes: Sequence[tuple[float, int]] = ()) -> None:
+        """Close an iteration: share episodes and stop requests, log, checkpoint, evaluate."""
+        comm_start = time.perf_counter()
+        new_eps, stop = self._exchange(list(episodes))
+        self.clock.totals["comm"] += time.perf_counter() - comm_start
+        for ret, length in new_eps:
+            self.returns.append(ret)
+            self.lengths.append(length)
+        self.episodes += len(new_eps)
+        self.iteration += 1
+        if not stop and self._return_target_met():
+            if self.distributed:  # rank 0 shares its decision at the next exchange, so every rank agrees
+                self._stop_requested = self.rank == 0
+            else:
+                stop = "mean return reached"
+        self.stop_reason = stop
+        if self.rank == 0:
+            self._rank0_end(metrics)
+
+    def _exchange(self, episodes: list[tuple[float, int]]) -> tuple[list[tuple[float, int]], str]:
+        """One allgather of a fixed-size block per rank: a control row then finished episodes."""
+        cap = self.config.episode_capacity
+        episodes = episodes[-cap:]
+        if not self.distributed:
+            return episodes, "interrupted" if self._interrupted else ""
+        from . import comm
+
+        block = np.full((cap + 1, 2), np.nan)
+        block[0] = (len(episodes), float(self._interrupted) + 2.0 * float(self._stop_requested))
+        if episodes:
+            block[1 : len(episodes) + 1] = np.asarray(episodes, np.float64)
+        everyone = comm.gather(block, [cap + 1, 2], "float64", name="rlgen_iteration").reshape(self.size, cap + 1, 2)
+        out: list[tuple[float, int]] = []
+        flags = 0
+        for r in range(self.size):
+            n, f = int(everyone[r, 0, 0]), int(everyone[r, 0, 1])
+            flags |= f
+            out.extend((float(x), int(y)) for x, y in everyone[r, 1 : n + 1])
+        if flags & 1:
+            return out, "interrupted"
+        return out, "mean return reached" if flags & 2 else ""
+
+    def _rank0_end(self, metrics: Any) -> None:
+        now = time.perf_counter()
+        elapsed = self._elapsed_before + now - self._started
+        times = self.clock.reset()
+        iter_time = now - self._iter_started
+        self._iter_started = now
+        record: dict[str, Any] = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "time": round(elapsed, 4),
+            "steps_per_s": round(self.config.steps_per_iteration / iter_time, 1) if iter_time > 0 else None,
+            "episodes": self.episodes,
+            "mean_return": float(np.mean(self.returns)) if self.returns else None,
+            "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
+        }
+        record.update(self._metric_values(metrics))
+        record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
+        if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
+            self._last_eval_steps = self.env_steps
+            record.update(self._evaluate())
+        self._metrics_file.write(json.dumps(_finite(record)) + "\n")
+        self._metrics_file.flush()
+        if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
+            self._tensorboard(record)
+        if (
+            self.config.checkpoint_every
+            and self.env_steps - self._last_checkpoint_steps >= self.config.checkpoint_every
+        ):
+            self.checkpoint()
+        self.progress.update(record, final=False)
+
+    def _return_target_met(self) -> bool:
+        target = self.config.stop_mean_return
+        return target is not None and bool(self.returns) and float(np.mean(self.returns)) >= target
+
+    def _metric_values(self, metrics: Any) -> dict[str, float]:
+        if metrics is None:
+            return {}
+        if isinstance(metrics, Mapping):
+            return {k: float(v) for k, v in metrics.items()}
+        values = np.asarray(metrics, np.float64).ravel().tolist()
+        names = self.config.metric_names or tuple(f"metric_{i}" for i in range(len(values)))
+        return dict(zip(names, values, strict=False))
+
+    def _tensorboard(self, record: Mapping[str, Any]) -> None:
+        import tensorflow as tf
+
+        with self._writer.as_default(step=record["env_steps"]):
+            for key, value in record.items():
+                if key not in ("iteration", "env_steps") and isinstance(value, int | float) and math.isfinite(value):
+                    tf.summary.scalar(key, value)
+        self._writer.flush()
+
+    def _evaluate(self) -> dict[str, float]:
+        if self._policy is None:
+            return {}
+        from .evaluate import evaluate
+
+        returns = evaluate(self._act_fn(), self.config.env, self.config.eval_episodes, self.config.seed)
+        self.last_eval = (float(returns.mean()), float(returns.std()))
+        return {"eval_mean_return": self.last_eval[0], "eval_std_return": self.last_eval[1]}
+
+    def _act_fn(self):
+        import tensorflow as tf
+
+        policy, deterministic = self._policy, self.config.eval_deterministic
+        if not hasattr(self, "_eval_act"):
+            self._eval_act = tf.function(lambda obs: policy.act(obs, deterministic=deterministic)[0])
+        return lambda obs: self._eval_act(tf.constant(obs)).numpy()
+
+    # --- checkpoints and the end --------------------------------------------------
+    def checkpoint(self) -> None:
+        """Save the learner and the run state (rank 0); the previous checkpoint stays until this one is whole."""
+        if self.rank != 0 or self._manager is None:
+            return
+        self._iteration_var.assign(self.iteration)
+        path = self._manager.save(checkpoint_number=self.env_steps)
+        state = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "returns": list(self.returns),
+            "lengths": list(self.lengths),
+            "elapsed": self._elapsed_before + time.perf_counter() - self._started,
+            "checkpoint": Path(path).name,
+        }
+        _write_atomic(self.run_dir / "state.json", json.dumps(state))
+        self._last_checkpoint_steps = self.env_steps
+
+    def finish(self) -> None:
+        """Final checkpoint, exported policy and status (rank 0)."""
+        signal.signal(signal.SIGINT, self._previous_sigint)
+        (self.run_dir / "ranks" / f"{self.rank}.done").write_text(self.stop_reason + "\n")
+        if self.rank != 0:
+            return
+        self.checkpoint()
+        if self._policy is not None:
+            self._export_policy()
+        summary = self.summary()
+        self._write_status("interrupted" if self.stop_reason == "interrupted" else "finished", summary)
+        if self._metrics_file is not None:
+            self._metrics_file.close()
+        if self._writer is not None:
+            self._writer.close()
+        self.progress.finish(summary)
+
+    def summary(self) -> dict[str, Any]:
+        elapsed = self._elapsed_before + time.perf_counter() - self._started
+        return {
+            "stop_reason": self.stop_reason,
+            "iterations": self.iteration,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "mean_return": float(np.mean(self.returns)) if self.returns else None,
+            "elapsed": round(elapsed, 3),
+            "run_dir": str(self.run_dir),
+        }
+
+    def fail(self, error: BaseException) -> None:
+        """Record a failure of this rank: a one-line reason, then the traceback, in ``ranks/<rank>.error``.
+
+        The last good checkpoint and the metrics written so far stay as they are.
+        """
+        import traceback
+
+        first = next((ln.strip() for ln in str(error).splitlines() if ln.strip() and "execution error" not in ln), "")
+        if "Horovod has been shut down" in str(error):
+            first = "stopped because another rank failed (Horovod shut down)"
+        reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
+        if isinstance(error, KeyboardInterrupt):
+            reason = "aborted by a second Ctrl-C"
+        details = "".join(traceback.format_exception(error))
+        _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)
+        if self.rank == 0:
+            if self._metrics_file is not None:
+                self._metrics_file.close()
+            self._write_status("failed", {"error": reason, "rank": self.rank})
+
+    def _export_policy(self) -> None:
+        import tensorflow as tf
+
+        obs_shape = list(self.config.env.get("obs_shape", []))
+        policy = self._policy
+
+        class ExportedPolicy(tf.Module):
+            def __init__(self) -> None:
+                super().__init__(name="policy")
+                self.policy = policy
+
+            @tf.function(input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32, name="obs")])
+            def act(self, obs: tf.Tensor) -> tf.Tensor:
+                return self.policy.act(obs, deterministic=True)[0]
+
+        target = self.run_dir / "policy"
+        tmp = self.run_dir / ".policy.tmp"
+        tf.saved_model.save(ExportedPolicy(), str(tmp))
+        if target.exists():
+            import shutil
+
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+
+    def _write_status(self, status: str, extra: Mapping[str, Any] | None = None) -> None:
+        path = self.run_dir / "run.json"
+        doc = json.loads(path.read_text()) if path.exists() else {}
+        doc.update({"name": self.config.name, "status": status, "workers": self.size, **(extra or {})})
+        doc.setdefault("config", asdict(self.config))
+        _write_atomic(path, json.dumps(_finite(doc), indent=2, default=str) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """JSON without NaN/Infinity (they become null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def default_run_dir(name: str, root: str | os.PathLike[str] = "runs") -> Path:
+    """``runs/<name>-<YYYYmmdd-HHMMSS>`` (a suffix is added if it exists)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{name}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(root) / f"{name}-{stamp}-{n}"
+    return path
