@@ -216,9 +216,10 @@ class Session:
 
     def end_iteration(self, metrics: Any = None, episodes: Sequence[tuple[float, int]] = ()) -> None:
         """Close an iteration: share episodes and stop requests, log, checkpoint, evaluate."""
-        comm_start = time.perf_counter()
+        self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
         new_eps, stop = self._exchange(list(episodes))
-        self.clock.totals["comm"] += time.perf_counter() - comm_start
+        if self.distributed:
+            self.clock.lap("comm")
         for ret, length in new_eps:
             self.returns.append(ret)
             self.lengths.append(length)
@@ -348,7 +349,10 @@ class Session:
     def finish(self) -> None:
         """Final checkpoint, exported policy and status (rank 0)."""
         signal.signal(signal.SIGINT, self._previous_sigint)
-        (self.run_dir / "ranks" / f"{self.rank}.done").write_text(self.stop_reason + "\n")
+        done = {"stop_reason": self.stop_reason, "iteration": self.iteration}
+        if self._module is not None and hasattr(self._module, "weights"):
+            done["weights_sha256"] = weights_digest(self._module.weights())
+        (self.run_dir / "ranks" / f"{self.rank}.done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
             return
         self.checkpoint()
@@ -435,6 +439,16 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def weights_digest(variables: Sequence[Any]) -> str:
+    """sha256 of variables' values in order: equal digests on two ranks mean equal weights."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for v in variables:
+        h.update(np.ascontiguousarray(v.numpy()).tobytes())
+    return h.hexdigest()
 
 
 def default_run_dir(name: str, root: str | os.PathLike[str] = "runs") -> Path:

@@ -1,0 +1,249 @@
+"""`rlgen run` end to end: real TensorFlow, real gymnasium, real Horovod ranks (horovodrun --gloo).
+
+Each test trains a copy of examples/ppo-cartpole.rl.yaml for a few iterations (or,
+for the learning tests, a short budget) through the command line, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PPO = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
+pytestmark = pytest.mark.skipif(
+    not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
+)
+
+
+def spec(tmp_path: Path, total_steps: int = 100000, stop: float | None = 475, checkpoint_every: int = 20000) -> Path:
+    text = re.sub(r"total_steps: \d+", f"total_steps: {total_steps}", PPO)
+    text = re.sub(r"stop: \{[^}]*\}", f"stop: {{mean_return: {stop}, window: 100}}" if stop else "stop: {}", text)
+    text = re.sub(r"checkpoint: \{every: \d+", f"checkpoint: {{every: {checkpoint_every}", text)
+    text = re.sub(r"eval: \{every: \d+", "eval: {every: 0", text)
+    path = tmp_path / "ppo.rl.yaml"
+    path.write_text(text)
+    return path
+
+
+def rlgen(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "rlgen", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("policy", ["single", "actors-learner", "central-inference", "multi-learner"])
+def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
+    workers = 1 if policy == "single" else 2
+    run_dir = tmp_path / "run"
+    r = rlgen(
+        "run",
+        spec(tmp_path),
+        "--policy",
+        policy,
+        "--workers",
+        workers,
+        "--run-dir",
+        run_dir,
+        "--iterations",
+        4,
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    rows = metrics(run_dir)
+    assert [row["iteration"] for row in rows] == [1, 2, 3, 4]
+    assert rows[-1]["env_steps"] == 4 * 256
+    assert rows[-1]["episodes"] > 0 and rows[-1]["mean_return"] > 0
+    assert {"policy_loss", "value_loss", "entropy", "lr", "time_inference", "time_env", "time_update"} <= rows[
+        -1
+    ].keys()
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["status"] == "finished" and doc["workers"] == workers
+    assert (run_dir / "spec.resolved.json").is_file() and (run_dir / "plan.json").is_file()
+    assert json.loads((run_dir / "plan.json").read_text())["policy"] == policy
+    assert list((run_dir / "checkpoints").glob("ckpt-1024.index"))
+    assert (run_dir / "policy" / "saved_model.pb").is_file()
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    comm_time = sum(row["time_comm"] for row in rows)
+    assert (comm_time == 0) == (policy == "single")  # collectives ran exactly when the policy cuts
+
+
+def test_multi_learner_ranks_end_with_equal_weights(tmp_path):
+    """Each rank steps its own envs; only the gradient allreduce keeps their weights equal."""
+    run_dir = tmp_path / "run"
+    r = rlgen(
+        "run",
+        spec(tmp_path),
+        "--policy",
+        "multi-learner",
+        "--workers",
+        2,
+        "--run-dir",
+        run_dir,
+        "--iterations",
+        3,
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = [json.loads((run_dir / "ranks" / f"{rank}.done").read_text()) for rank in (0, 1)]
+    assert done[0]["weights_sha256"] == done[1]["weights_sha256"]
+    assert done[0]["iteration"] == done[1]["iteration"] == 3
+
+
+@pytest.mark.parametrize(("policy", "workers"), [("single", 1), ("multi-learner", 2)])
+def test_agent_learns(tmp_path, policy, workers):
+    """Return rises well above random play (about 22 on CartPole) within 40k steps."""
+    run_dir = tmp_path / "run"
+    r = rlgen(
+        "run",
+        spec(tmp_path, total_steps=40960, stop=None),
+        "--policy",
+        policy,
+        "--workers",
+        workers,
+        "--run-dir",
+        run_dir,
+        "--quiet",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert rows[0]["mean_return"] < 60
+    assert rows[-1]["mean_return"] >= 150, [row["mean_return"] for row in rows[::20]]
+    e = rlgen("eval", run_dir, "--episodes", 5, "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stderr[-2000:]
+    assert json.loads(e.stdout)["mean_return"] >= 100
+
+
+def test_resume_continues_the_step_count(tmp_path):
+    run_dir = tmp_path / "run"
+    assert (
+        rlgen("run", spec(tmp_path), "--run-dir", run_dir, "--iterations", 3, "--quiet", cwd=tmp_path).returncode == 0
+    )
+    first = metrics(run_dir)
+    r = rlgen("run", "--resume", run_dir, "--iterations", 2, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert [row["iteration"] for row in rows] == [1, 2, 3, 4, 5]
+    assert rows[3]["env_steps"] == first[-1]["env_steps"] + 256
+    assert rows[-1]["episodes"] >= first[-1]["episodes"]
+    assert json.loads((run_dir / "state.json").read_text())["env_steps"] == 5 * 256
+
+
+def _wait_for_metrics(run_dir: Path, lines: int, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        path = run_dir / "metrics.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= lines:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {lines} metric lines in {timeout} s")
+
+
+def _rank_pid(rank: int) -> int:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ppo_cartpole.main" in cmd and f"HOROVOD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"rank {rank} not found")
+
+
+def test_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlgen",
+            "run",
+            str(spec(tmp_path, checkpoint_every=256)),
+            "--policy",
+            "multi-learner",
+            "--workers",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_metrics(run_dir, 3)
+        os.kill(_rank_pid(1), signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - killed < 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert "rank 1 died without reporting an error" in err
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    state = json.loads((run_dir / "state.json").read_text())  # the last good checkpoint stays
+    assert (run_dir / "checkpoints" / f"{state['checkpoint']}.index").is_file()
+
+
+def test_ctrl_c_stops_cleanly_with_a_final_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--run-dir", str(run_dir), "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_metrics(run_dir, 3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["status"] == "interrupted"
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["env_steps"] == metrics(run_dir)[-1]["env_steps"]
+    assert (run_dir / "policy" / "saved_model.pb").is_file()
+
+
+def test_dry_run_prints_the_launch_command_and_plan(tmp_path):
+    r = rlgen("run", spec(tmp_path), "--policy", "central-inference", "--workers", 3, "--dry-run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "horovodrun --gloo -np 3 -H localhost:3" in r.stdout
+    assert "rank 0 (localhost): role learner" in r.stdout and "rank 2 (localhost): role env" in r.stdout
+    assert not (tmp_path / "runs").exists()
