@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT
 
 PPO = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()

@@ -247,4 +247,3 @@ class TFEnv(tf.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, dtype={self.dtype.name})"
-
