@@ -222,6 +222,8 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
         "signature": signature,
         "params": params,
         "outputs": list(step.outputs),
+        # XLA for inference; an update compiles its own inner function (and may hold Horovod ops).
+        "jit": not any(c["method"] in ("update", "sync_target") for c in calls),
     }
 
 

@@ -127,8 +127,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rlgen.runtime.bench import bench, format_table
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    from rlgen.codegen.policies import POLICIES
+
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        print(f"rlgen bench: error: unknown policies {unknown}; choose from {', '.join(POLICIES)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not Path(args.spec).is_file():
+        print(f"rlgen bench: error: {args.spec} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    results = bench(Path(args.spec), policies, args.workers, args.iterations)
+    print(format_table(results))
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
 def register(sub, deploy_args) -> None:
-    """Add ``run`` and ``eval`` to the ``rlgen`` sub-command parser."""
+    """Add ``run``, ``eval`` and ``bench`` to the ``rlgen`` sub-command parser."""
     p = sub.add_parser(
         "run",
         help="build (if given a spec) and train",
@@ -155,3 +173,19 @@ def register(sub, deploy_args) -> None:
     p.add_argument("--seed", type=int, default=12345, help="seed of the evaluation envs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "bench",
+        help="compare distribution policies on a spec",
+        description="Run K iterations of a spec under each policy and print steps/s and the "
+        "time per part (inference, env, buffer, update, comm) side by side.",
+    )
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument(
+        "--policies",
+        default="single,actors-learner,central-inference,multi-learner",
+        help="comma-separated policies (default: all four)",
+    )
+    p.add_argument("--workers", type=int, default=2, help="workers for the distributed policies (default 2)")
+    p.add_argument("--iterations", type=int, default=20, help="iterations per policy (default 20)")
+    p.set_defaults(func=cmd_bench)

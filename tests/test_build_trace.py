@@ -50,6 +50,7 @@ def test_generated_modules_import_and_trace(example, policy, workers, tmp_path, 
                 if step.kind == "compute":
                     concrete = fn.get_concrete_function()
                     assert len(concrete.structured_input_signature[0]) == len(fn.input_signature)
+                    assert isinstance(fn.function, tf.types.experimental.PolymorphicFunction)
                     traced += 1
         assert traced == sum(s.kind == "compute" for f in done.fdg.fragments for s in f.steps)
     finally:

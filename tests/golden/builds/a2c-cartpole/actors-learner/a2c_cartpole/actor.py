@@ -46,6 +46,7 @@ from rlgen.runtime import comm
 from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
+from rlgen.runtime.steps import compiled
 
 BATCH = 4  # envs served by one replica of this fragment
 OBS_SHAPE = (4,)
@@ -98,10 +99,12 @@ class ActorFragment(tf.Module):
 
     # spec: $.loop.rollout.do[0]  actor.act(obs) -> action, logp
     # spec: $.loop.rollout.do[1]  critic.value(obs) -> value
-    @tf.function(
+    @compiled(
         input_signature=[
             tf.TensorSpec([4, 4], tf.float32, name="obs"),
-        ]
+        ],
+        jit_compile=True,
+        outputs=3,
     )
     def rollout_actor_act_critic_value(self, obs):
         action, logp = self.actor.act(obs)

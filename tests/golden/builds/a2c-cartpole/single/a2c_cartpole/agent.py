@@ -36,6 +36,7 @@ from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
 from rlgen.runtime.ppo import PPOConfig, PPOLearner
+from rlgen.runtime.steps import compiled
 
 BATCH = 8  # envs served by one replica of this fragment
 OBS_SHAPE = (4,)
@@ -115,10 +116,12 @@ class AgentFragment(tf.Module):
 
     # spec: $.loop.rollout.do[0]  actor.act(obs) -> action, logp
     # spec: $.loop.rollout.do[1]  critic.value(obs) -> value
-    @tf.function(
+    @compiled(
         input_signature=[
             tf.TensorSpec([8, 4], tf.float32, name="obs"),
-        ]
+        ],
+        jit_compile=True,
+        outputs=3,
     )
     def rollout_actor_act_critic_value(self, obs):
         action, logp = self.actor.act(obs)
@@ -131,7 +134,7 @@ class AgentFragment(tf.Module):
         self.buffer.insert(obs, action, reward, terminated, truncated, logp, value)
 
     # spec: $.loop.learn[0]  learner.update(buffer, obs) -> metrics
-    @tf.function(
+    @compiled(
         input_signature=[
             tf.TensorSpec([5, 8, 4], tf.float32, name="buffer_obs"),
             tf.TensorSpec([5, 8], tf.int32, name="buffer_actions"),
@@ -143,7 +146,9 @@ class AgentFragment(tf.Module):
             tf.TensorSpec([5, 8], tf.float32, name="buffer_values"),
             tf.TensorSpec([8, 4], tf.float32, name="obs"),
             tf.TensorSpec([], tf.float32, name="progress"),
-        ]
+        ],
+        jit_compile=False,
+        outputs=1,
     )
     def learn_learner_update(
         self,

@@ -33,6 +33,7 @@ from rlgen.runtime import comm
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
 from rlgen.runtime.ppo import PPOConfig, PPOLearner
+from rlgen.runtime.steps import compiled
 
 BATCH = 8  # envs served by one replica of this fragment
 OBS_SHAPE = (4,)
@@ -108,7 +109,7 @@ class LearnerFragment(tf.Module):
     # --- steps, in the loop's order ---
 
     # spec: $.loop.learn[0]  learner.update(buffer, obs) -> metrics
-    @tf.function(
+    @compiled(
         input_signature=[
             tf.TensorSpec([32, 8, 4], tf.float32, name="buffer_obs"),
             tf.TensorSpec([32, 8], tf.int32, name="buffer_actions"),
@@ -120,7 +121,9 @@ class LearnerFragment(tf.Module):
             tf.TensorSpec([32, 8], tf.float32, name="buffer_values"),
             tf.TensorSpec([8, 4], tf.float32, name="obs"),
             tf.TensorSpec([], tf.float32, name="progress"),
-        ]
+        ],
+        jit_compile=False,
+        outputs=1,
     )
     def learn_learner_update(
         self,

@@ -1,0 +1,136 @@
+"""Comparing distribution policies on one spec: run each, read its metrics, print a table.
+
+Each policy runs through ``rlgen run`` in a fresh process (so every row pays the same
+start-up and no TensorFlow state leaks between rows); figures come from the run's
+``metrics.jsonl``. The first iteration (tracing, warm-up) is left out of rates and
+per-part times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PARTS = ("inference", "env", "buffer", "update", "comm")
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    workers: int
+    ok: bool
+    error: str = ""
+    iterations: int = 0
+    env_steps: int = 0
+    wall: float = 0.0
+    steps_per_s: float = 0.0
+    time_to_target: float | None = None
+    steps_to_target: int | None = None
+    final_return: float | None = None
+    ms_per_iteration: dict[str, float] = field(default_factory=dict)
+
+
+def read_run(run_dir: Path, policy: str, workers: int, target: float | None) -> PolicyResult:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    if not rows:
+        return PolicyResult(policy, workers, False, "no metrics written")
+    steady = rows[1:] or rows
+    span = steady[-1]["time"] - (rows[0]["time"] if len(rows) > 1 else 0.0)
+    steps = steady[-1]["env_steps"] - (rows[0]["env_steps"] if len(rows) > 1 else 0)
+    result = PolicyResult(
+        policy,
+        workers,
+        True,
+        iterations=rows[-1]["iteration"],
+        env_steps=rows[-1]["env_steps"],
+        wall=rows[-1]["time"],
+        steps_per_s=steps / span if span > 0 else 0.0,
+        final_return=rows[-1].get("mean_return"),
+        ms_per_iteration={p: 1000 * sum(r.get(f"time_{p}", 0.0) for r in steady) / len(steady) for p in PARTS},
+    )
+    if target is not None:
+        hit = next((r for r in rows if (r.get("mean_return") or float("-inf")) >= target), None)
+        if hit is not None:
+            result.time_to_target, result.steps_to_target = hit["time"], hit["env_steps"]
+    return result
+
+
+def run_policy(
+    spec: Path,
+    policy: str,
+    workers: int,
+    iterations: int | None,
+    run_dir: Path,
+    target: float | None,
+    timeout: float = 3600,
+) -> PolicyResult:
+    """Train ``spec`` under ``policy`` with ``rlgen run`` and summarise the run."""
+    args = [
+        sys.executable,
+        "-m",
+        "rlgen",
+        "run",
+        str(spec),
+        "--policy",
+        policy,
+        "--workers",
+        str(workers),
+        "--run-dir",
+        str(run_dir),
+        "--build-dir",
+        str(run_dir.parent / f"build-{run_dir.name}"),
+        "--quiet",
+    ]
+    if iterations:
+        args += ["--iterations", str(iterations)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or proc.stdout.strip() or "failed").splitlines()
+        return PolicyResult(policy, workers, False, lines[-1])
+    return read_run(run_dir, policy, workers, target)
+
+
+def bench(
+    spec: Path, policies: Sequence[str], workers: int, iterations: int | None, target: float | None = None
+) -> list[PolicyResult]:
+    """Run ``spec`` under each policy (``single`` on 1 worker, the others on ``workers``)."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="rlgen-bench-") as tmp:
+        for policy in policies:
+            n = 1 if policy == "single" else workers
+            out.append(run_policy(spec, policy, n, iterations, Path(tmp) / policy, target))
+    return out
+
+
+def _fmt(value: float | None, spec: str = "{:,.0f}") -> str:
+    return "-" if value is None else spec.format(value)
+
+
+def format_table(results: Sequence[PolicyResult], target: float | None = None) -> str:
+    """One column per policy: steps/s, ms per iteration for each part, and (with a target) time to it."""
+    head = ["", *(f"{r.policy} ({r.workers})" for r in results)]
+    rows = [
+        ["env steps", *(_fmt(r.env_steps) if r.ok else "failed" for r in results)],
+        ["wall time (s)", *(_fmt(r.wall, "{:.1f}") for r in results)],
+        ["steps/s", *(_fmt(r.steps_per_s) for r in results)],
+    ]
+    if target is not None:
+        rows.append([f"time to {target:g} (s)", *(_fmt(r.time_to_target, "{:.1f}") for r in results)])
+        rows.append([f"steps to {target:g}", *(_fmt(r.steps_to_target) for r in results)])
+    rows.append(["mean return (last 100)", *(_fmt(r.final_return, "{:.1f}") for r in results)])
+    for part in PARTS:
+        rows.append([f"ms/iteration {part}", *(_fmt(r.ms_per_iteration.get(part), "{:.1f}") for r in results)])
+    widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in [head, *rows]
+    ]
+    errors = [f"{r.policy}: {r.error}" for r in results if not r.ok]
+    return "\n".join(lines + errors)
