@@ -77,13 +77,11 @@ case "${1:-}" in
   "") log "done: activate with 'source $VENV/bin/activate'" ;;
   main)
     shift
-    # The main job: validate every example, then build the PPO CartPole example.
-    # (Training it under the `single` policy joins here when `rlgen run` lands.)
+    # The main job: validate every example, then build and train the PPO CartPole
+    # example under the embedded default policy (`single`, in this process).
     cd "$ROOT"
     "$VENV/bin/rlgen" validate examples/*.rl.yaml
-    if "$VENV/bin/rlgen" build --help >/dev/null 2>&1; then
-      "$VENV/bin/rlgen" build examples/ppo-cartpole.rl.yaml -o build/ppo-cartpole "$@"
-    fi
+    exec "$VENV/bin/rlgen" run examples/ppo-cartpole.rl.yaml "$@"
     ;;
   test) shift; cd "$ROOT"; exec "$PY" -m pytest tests "$@" ;;
   *) log "unknown command '$1' (use: main | test)"; exit 2 ;;
