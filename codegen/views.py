@@ -227,12 +227,26 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
     }
 
 
+def transfer_groups(transfers) -> list[tuple[Transfer, ...]]:
+    """Transfers that travel together: allgathers at the same point between the same
+    fragments share one packed collective (see rlgen.runtime.comm.gather_packed)."""
+    groups: dict[tuple, list[Transfer]] = {}
+    for i, t in enumerate(transfers):
+        key = (t.at, t.src, t.dst, t.op) if t.op == "allgather" else (i,)
+        groups.setdefault(key, []).append(t)
+    return [tuple(g) for g in groups.values()]
+
+
+def _packed(group: tuple[Transfer, ...]) -> bool:
+    return len(group) > 1 or len(group[0].payload) > 1
+
+
 def _boundary(fdg: FDG, frag: Fragment) -> list[dict[str, Any]]:
     out = []
     role_of = {r.rank: r.role for r in fdg.ranks}
-    for t in fdg.transfers:
-        if t.op == "local" or frag.name not in (t.src, t.dst):
-            continue
+    mine = [t for t in fdg.transfers if t.op != "local" and frag.name in (t.src, t.dst)]
+    for group in transfer_groups(mine):
+        t = group[0]
         dst_role = fdg.fragment(t.dst).role
         splits = [fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of)]
         if t.op in ("broadcast",) or t.value == "gradients":
@@ -248,15 +262,24 @@ def _boundary(fdg: FDG, frag: Fragment) -> list[dict[str, Any]]:
                 )
             continue
         direction = "send" if t.src == frag.name else "recv"
+        values, parts, index = [], [], 0
+        for member in group:
+            n = len(member.payload)
+            values.append({"name": member.value, "tuple": n > 1, "start": index, "stop": index + n})
+            parts.extend(_tensor(p) for p in member.payload)
+            index += n
         out.append(
             {
                 "kind": direction,
-                "value": t.value,
+                "packed": _packed(group),
+                "value": "_".join(v["name"] for v in values),
+                "members": values,
+                "label": ", ".join(v["name"] for v in values),
                 "op": t.op,
                 "at": t.at,
                 "peer": t.dst if direction == "send" else t.src,
                 "splits": splits,
-                "parts": [_tensor(p) for p in t.payload],
+                "parts": parts,
                 "tuple": len(t.payload) > 1,
                 "received": [_tensor(p) for p in t.received],
             }
@@ -295,10 +318,10 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
             if node.id in step_at:
                 frag, step = step_at[node.id]
                 items.append(_call_item(fdg, frag, step, received_buffers))
-            for t in transfers_at.get(node.id, []):
-                items.append(_transfer_item(t, names, graph))
+            for group in transfer_groups(transfers_at.get(node.id, [])):
+                items.append(_transfer_item(group, names, graph))
         carry = [(dst, src) for dst, src in block.carry if dst in known and src in known]
-        after = [_transfer_item(t, names, graph) for t in transfers_at.get(f"after:{block.name}", [])]
+        after = [_transfer_item(g, names, graph) for g in transfer_groups(transfers_at.get(f"after:{block.name}", []))]
         blocks.append(
             {
                 "name": block.name,
@@ -312,7 +335,9 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
                 "init": block.name == "init",
             }
         )
-    start = [_transfer_item(t, names, graph) for t in fdg.transfers if t.op == "broadcast" and ({t.src, t.dst} & names)]
+    start = [
+        _transfer_item((t,), names, graph) for t in fdg.transfers if t.op == "broadcast" and ({t.src, t.dst} & names)
+    ]
     start = [dict(s) for s in {s["frag"]: s for s in start}.values()]
     uses_progress = any(a.get("name") == "progress" for b in blocks for op in b["ops"] for a in op.get("args", []))
     learner_frag = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
@@ -412,14 +437,27 @@ def _lap_category(fdg: FDG, step) -> str:
     return "update" if methods & {"update", "sync_target"} else "inference"
 
 
-def _transfer_item(t: Transfer, names: set[str], graph) -> dict[str, Any]:
+def _transfer_item(group: tuple[Transfer, ...], names: set[str], graph) -> dict[str, Any]:
+    """One line of the rank loop for a group of transfers (one collective)."""
+    t = group[0]
     if t.op == "broadcast":
         frag = t.dst if t.dst in names else t.src
         return {"type": "sync", "frag": frag, "value": t.value, "op": t.op}
+    suffix = "_".join(m.value for m in group)
     if t.src in names:
-        buffer = any(e.name == t.value and e.type == "buffer" for e in graph.edges)
-        return {"type": "send", "frag": t.src, "value": t.value, "op": t.op, "peer": t.dst, "buffer": buffer}
-    return {"type": "recv", "frag": t.dst, "value": t.value, "op": t.op, "peer": t.src}
+        args = [
+            {"name": m.value, "buffer": any(e.name == m.value and e.type == "buffer" for e in graph.edges)}
+            for m in group
+        ]
+        return {"type": "send", "frag": t.src, "value": suffix, "args": args, "op": t.op, "peer": t.dst}
+    return {
+        "type": "recv",
+        "frag": t.dst,
+        "value": suffix,
+        "targets": [m.value for m in group],
+        "op": t.op,
+        "peer": t.src,
+    }
 
 
 def steps_per_iteration(fdg: FDG, ctx: Context) -> int:

@@ -117,6 +117,9 @@ def run_distributed(info: BuildInfo, cmd: list[str], run_dir: Path) -> None:
             os.pathsep
         ),
         "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        # Horovod's background cycle bounds each collective's latency; 0.2 ms instead of its
+        # default 1 ms measured 1.2-3x more steps/s for every distributed policy here (rlgen bench).
+        "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "0.2"),
     }
     proc = subprocess.Popen(cmd, cwd=info.build_dir, env=env, start_new_session=True)
     errors_dir = run_dir / "ranks"

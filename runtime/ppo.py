@@ -150,6 +150,9 @@ class PPOLearner(tf.Module):
         ``progress`` in [0, 1] drives the schedules. Returns mean metrics over all
         gradient steps (``loss`` etc.) and rollout statistics."""
         data = rollout.rollout() if isinstance(rollout, RolloutBuffer) else rollout
+        want = ((self.num_steps, self.num_envs, *self.obs_shape), (self.num_envs, *self.obs_shape))
+        if (data.obs.shape, np.shape(last_obs)) != want:
+            raise ValueError(f"obs and last_obs shapes {data.obs.shape}, {np.shape(last_obs)}; expected {want}")
         args = [tf.constant(x) for x in data]
         args.append(to_tensor(last_obs))
         args.append(tf.constant(progress, tf.float32))

@@ -61,7 +61,8 @@ def flat_caller(fn: Any) -> FlatCall:
 
     ``fn`` must have an ``input_signature`` of plain tensors (so it has exactly one
     concrete function) and must not be called under a ``GradientTape``. Outputs come
-    back flat, in ``tf.nest.flatten`` order of the function's return value.
+    back flat, in ``tf.nest.flatten`` order of the function's return value. Input
+    shapes and dtypes are not checked (:func:`numpy_caller` checks shapes).
 
     The fast path hands the inputs and the function's captured variables straight
     to the eager runtime (what ``ConcreteFunction.__call__`` ends up doing after its
@@ -109,13 +110,21 @@ def numpy_caller(fn: Any) -> Callable[..., tuple[np.ndarray, ...]]:
     """
     specs = tf.nest.flatten(fn.get_concrete_function().structured_input_signature)
     dtypes = [spec.dtype for spec in specs]
+    shapes = [tuple(spec.shape.as_list()) for spec in specs]
     call = flat_caller(fn)
 
     def call_numpy(*arrays: Any) -> tuple[np.ndarray, ...]:
+        for array, want in zip(arrays, shapes, strict=True):
+            if not _fits(np.shape(array), want):  # the fast path would not check
+                raise ValueError(f"argument of shape {np.shape(array)} does not fit {want}")
         outputs = call(*(to_tensor(a, d) for a, d in zip(arrays, dtypes, strict=True)))
         return tuple(t.numpy() for t in outputs)
 
     return call_numpy
+
+
+def _fits(shape: tuple[int, ...], want: tuple[int | None, ...]) -> bool:
+    return len(shape) == len(want) and all(w is None or w == d for d, w in zip(shape, want, strict=True))
 
 
 def to_tensor(array: np.ndarray, dtype: tf.DType = tf.float32) -> tf.Tensor:

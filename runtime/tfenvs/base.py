@@ -20,9 +20,9 @@ so trajectories match gymnasium's to the last bit or nearly so; ``float32`` is f
 but drifts from gymnasium over long episodes). Observations are ``float32``, rewards
 ``float32``, flags ``bool``.
 
-Random resets are drawn from a ``tf.random.Generator`` seeded with ``seed``. Every step
-draws a fresh reset state for every env (used only where an env resets), so the
-random stream depends on the number of steps only and runs are reproducible.
+Random resets are drawn from a ``tf.random.Generator`` seeded with ``seed``; the draws
+are the same eagerly, in a graph and under XLA, so a seeded run is reproducible in any
+of them (trajectories then agree up to float rounding, which XLA may do differently).
 
 Episode bookkeeping: running returns and lengths per env, and the returns and lengths
 of completed episodes in a ring of ``episode_capacity`` slots (the newest overwrite the
@@ -58,6 +58,7 @@ class TFEnv(tf.Module):
         max_episode_steps: int | None = None,
         dtype: tf.DType | str = tf.float64,
         episode_capacity: int | None = None,
+        reset_draws: int | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name or type(self).__name__)
@@ -70,6 +71,7 @@ class TFEnv(tf.Module):
         if self.dtype not in (tf.float32, tf.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype.name}")
         self.episode_capacity = int(episode_capacity or max(1024, 4 * self.num_envs))
+        self.reset_draws = int(reset_draws or max(4, self.num_envs // 16))
         n = self.num_envs
         with self.name_scope:
             self.rng = tf.random.Generator.from_seed(self.seed)
@@ -108,8 +110,14 @@ class TFEnv(tf.Module):
         return tf.reshape(tf.cast(action, tf.float32), [self.num_envs, self.action_size])
 
     def _uniform(self, shape: list[int], low: Any, high: Any) -> tf.Tensor:
-        """float64 uniform draws in ``[low, high)`` (``low``/``high`` broadcast against ``shape``)."""
-        u = self.rng.uniform(shape, dtype=tf.float64)
+        """float64 draws uniform in ``[low, high)`` (``low``/``high`` broadcast against ``shape``).
+
+        Built from the generator's raw 64-bit output (53 bits per draw, as NumPy does):
+        ``Generator.uniform`` gives different floats under XLA than in TF kernels, the raw
+        bits are the same, so resets do not depend on whether the step is jit-compiled.
+        """
+        bits = self.rng.uniform_full_int(shape, tf.uint64)
+        u = tf.cast(tf.bitwise.right_shift(bits, tf.constant(11, tf.uint64)), tf.float64) * (2.0**-53)
         low = tf.constant(low, tf.float64)
         return low + (tf.constant(high, tf.float64) - low) * u
 
@@ -158,8 +166,7 @@ class TFEnv(tf.Module):
         elapsed = self.elapsed + 1
         truncated = elapsed >= self.max_episode_steps
 
-        fresh = self._sample_reset(n)
-        new_state = tf.where(resetting[:, None], fresh, new_state)
+        new_state = tf.where(resetting[:, None], self._fresh_states(resetting), new_state)
         elapsed = tf.where(resetting, tf.zeros_like(elapsed), elapsed)
         reward = tf.where(resetting, tf.zeros([n], tf.float32), tf.cast(reward, tf.float32))
         terminated = tf.logical_and(terminated, tf.logical_not(resetting))
@@ -173,6 +180,27 @@ class TFEnv(tf.Module):
         self.valid.assign(valid)
         self._record(reward, valid, done)
         return self._observe(new_state), reward, terminated, truncated
+
+    def _fresh_states(self, resetting: tf.Tensor) -> tf.Tensor:
+        """Initial states ``[num_envs, state_size]`` for the envs in ``resetting`` (other rows: anything).
+
+        Drawing ``num_envs`` states every step would cost more than the physics, so this
+        draws none when no env resets, :attr:`reset_draws` when at most that many do
+        (handed out in env order), and ``num_envs`` otherwise. The draws sit inside
+        ``tf.cond`` branches on purpose: that makes XLA materialise them; fused into their
+        consumers, the random-number generation would run once per consumer element.
+        """
+        n, k = self.num_envs, min(self.reset_draws, self.num_envs)
+        count = tf.reduce_sum(tf.cast(resetting, tf.int32))
+
+        def draw(m: int) -> tf.Tensor:
+            return tf.cond(count > 0, lambda: self._sample_reset(m), lambda: tf.zeros([m, self.state_size], self.dtype))
+
+        if k == n:
+            return draw(n)
+        rank = tf.clip_by_value(tf.cumsum(tf.cast(resetting, tf.int32)) - 1, 0, k - 1)
+        fresh = tf.gather(draw(k), rank)
+        return tf.cond(count > k, lambda: self._sample_reset(n), lambda: fresh)
 
     def set_state(
         self,

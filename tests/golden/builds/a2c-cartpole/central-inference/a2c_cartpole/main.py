@@ -72,13 +72,9 @@ def run_learner(session: Session, rank: int) -> None:
             clock.lap("inference")
             learner.send_action(action)  # alltoall -> env_worker
             clock.lap("comm")
-            next_obs = learner.recv_next_obs()  # allgather <- env_worker
-            clock.lap("comm")
-            reward = learner.recv_reward()  # allgather <- env_worker
-            clock.lap("comm")
-            terminated = learner.recv_terminated()  # allgather <- env_worker
-            clock.lap("comm")
-            truncated = learner.recv_truncated()  # allgather <- env_worker
+            next_obs, reward, terminated, truncated = (
+                learner.recv_next_obs_reward_terminated_truncated()
+            )  # allgather <- env_worker
             clock.lap("comm")
             learner.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
             clock.lap("buffer")
@@ -107,13 +103,9 @@ def run_env(session: Session, rank: int) -> None:
             clock.lap("comm")
             next_obs, reward, terminated, truncated = env_worker.rollout_env_step(action)
             clock.lap("env")
-            env_worker.send_next_obs(next_obs)  # allgather -> learner
-            clock.lap("comm")
-            env_worker.send_reward(reward)  # allgather -> learner
-            clock.lap("comm")
-            env_worker.send_terminated(terminated)  # allgather -> learner
-            clock.lap("comm")
-            env_worker.send_truncated(truncated)  # allgather -> learner
+            env_worker.send_next_obs_reward_terminated_truncated(
+                next_obs, reward, terminated, truncated
+            )  # allgather -> learner
             clock.lap("comm")
             obs = next_obs  # carry
         session.end_iteration(

@@ -123,15 +123,16 @@ class ActorFragment(tf.Module):
     # --- boundary: collectives at the cut ---
 
     def send_buffer(self, buffer: tuple) -> None:
-        """buffer to learner (allgather, at after:rollout)."""
-        comm.gather(buffer[0], [32, 4, 4], "float32", axis=1, name="obs")
-        comm.gather(buffer[1], [32, 4], "int32", axis=1, name="actions")
-        comm.gather(buffer[2], [32, 4], "float32", axis=1, name="rewards")
-        comm.gather(buffer[3], [32, 4], "float32", axis=1, name="terminated")
-        comm.gather(buffer[4], [32, 4], "float32", axis=1, name="truncated")
-        comm.gather(buffer[5], [32, 4], "float32", axis=1, name="valid")
-        comm.gather(buffer[6], [32, 4], "float32", axis=1, name="logp")
-        comm.gather(buffer[7], [32, 4], "float32", axis=1, name="values")
+        """One packed allgather to learner at after:rollout, carrying:
+        buffer.
+        """
+        comm.gather_packed(
+            [*buffer],
+            [[32, 4, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4]],
+            ["float32", "int32", "float32", "float32", "float32", "float32", "float32", "float32"],
+            [1, 1, 1, 1, 1, 1, 1, 1],
+            name="buffer",
+        )
 
     def sync_weights(self) -> None:
         """broadcast of the weights (learner; root rank 0)."""

@@ -163,17 +163,17 @@ class LearnerFragment(tf.Module):
         return comm.gather(None, [4, 4], "float32", axis=0, name="obs")
 
     def recv_buffer(self) -> tuple:
-        """buffer from actor (allgather, at after:rollout)."""
-        return (
-            comm.gather(None, [32, 4, 4], "float32", axis=1, name="obs"),
-            comm.gather(None, [32, 4], "int32", axis=1, name="actions"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="rewards"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="terminated"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="truncated"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="valid"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="logp"),
-            comm.gather(None, [32, 4], "float32", axis=1, name="values"),
+        """One packed allgather from actor at after:rollout, carrying:
+        buffer.
+        """
+        parts = comm.gather_packed(
+            None,
+            [[32, 4, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4]],
+            ["float32", "int32", "float32", "float32", "float32", "float32", "float32", "float32"],
+            [1, 1, 1, 1, 1, 1, 1, 1],
+            name="buffer",
         )
+        return tuple(parts)
 
     def sync_weights(self) -> None:
         """broadcast of the weights (actor; root rank 0)."""

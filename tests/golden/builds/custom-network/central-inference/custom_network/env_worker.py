@@ -67,9 +67,19 @@ class EnvWorkerFragment:
 
     # --- boundary: collectives at the cut ---
 
-    def send_next_obs(self, next_obs) -> None:
-        """next_obs to learner (allgather, at rollout.2)."""
-        comm.gather(next_obs, [4, 4], "float32", axis=0, name="next_obs")
+    def send_next_obs_reward_terminated_truncated(
+        self, next_obs, reward, terminated, truncated
+    ) -> None:
+        """One packed allgather to learner at rollout.2, carrying:
+        next_obs, reward, terminated, truncated.
+        """
+        comm.gather_packed(
+            [next_obs, reward, terminated, truncated],
+            [[4, 4], [4], [4], [4]],
+            ["float32", "float32", "bool", "bool"],
+            [0, 0, 0, 0],
+            name="next_obs_reward_terminated_truncated",
+        )
 
     def send_obs(self, obs) -> None:
         """obs to learner (allgather, at init.0)."""
@@ -78,15 +88,3 @@ class EnvWorkerFragment:
     def recv_action(self) -> np.ndarray:
         """action from learner (alltoall, at rollout.0)."""
         return comm.scatter(None, [0, 4, 4], [8], "int32", name="action")
-
-    def send_reward(self, reward) -> None:
-        """reward to learner (allgather, at rollout.2)."""
-        comm.gather(reward, [4], "float32", axis=0, name="reward")
-
-    def send_terminated(self, terminated) -> None:
-        """terminated to learner (allgather, at rollout.2)."""
-        comm.gather(terminated, [4], "bool", axis=0, name="terminated")
-
-    def send_truncated(self, truncated) -> None:
-        """truncated to learner (allgather, at rollout.2)."""
-        comm.gather(truncated, [4], "bool", axis=0, name="truncated")

@@ -178,9 +178,23 @@ class LearnerFragment(tf.Module):
 
     # --- boundary: collectives at the cut ---
 
-    def recv_next_obs(self) -> np.ndarray:
-        """next_obs from env_worker (allgather, at rollout.2)."""
-        return comm.gather(None, [4, 4], "float32", axis=0, name="next_obs")
+    def recv_next_obs_reward_terminated_truncated(self) -> tuple:
+        """One packed allgather from env_worker at rollout.2, carrying:
+        next_obs, reward, terminated, truncated.
+        """
+        parts = comm.gather_packed(
+            None,
+            [[4, 4], [4], [4], [4]],
+            ["float32", "float32", "bool", "bool"],
+            [0, 0, 0, 0],
+            name="next_obs_reward_terminated_truncated",
+        )
+        return (
+            parts[0],
+            parts[1],
+            parts[2],
+            parts[3],
+        )
 
     def recv_obs(self) -> np.ndarray:
         """obs from env_worker (allgather, at init.0)."""
@@ -189,15 +203,3 @@ class LearnerFragment(tf.Module):
     def send_action(self, action) -> None:
         """action to env_worker (alltoall, at rollout.0)."""
         comm.scatter(action, [0, 4, 4], [8], "int32", name="action")
-
-    def recv_reward(self) -> np.ndarray:
-        """reward from env_worker (allgather, at rollout.2)."""
-        return comm.gather(None, [4], "float32", axis=0, name="reward")
-
-    def recv_terminated(self) -> np.ndarray:
-        """terminated from env_worker (allgather, at rollout.2)."""
-        return comm.gather(None, [4], "bool", axis=0, name="terminated")
-
-    def recv_truncated(self) -> np.ndarray:
-        """truncated from env_worker (allgather, at rollout.2)."""
-        return comm.gather(None, [4], "bool", axis=0, name="truncated")

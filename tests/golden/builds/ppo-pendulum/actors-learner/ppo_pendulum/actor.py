@@ -121,15 +121,34 @@ class ActorFragment(tf.Module):
     # --- boundary: collectives at the cut ---
 
     def send_buffer(self, buffer: tuple) -> None:
-        """buffer to learner (allgather, at after:rollout)."""
-        comm.gather(buffer[0], [1024, 2, 3], "float32", axis=1, name="obs")
-        comm.gather(buffer[1], [1024, 2, 1], "float32", axis=1, name="actions")
-        comm.gather(buffer[2], [1024, 2], "float32", axis=1, name="rewards")
-        comm.gather(buffer[3], [1024, 2], "float32", axis=1, name="terminated")
-        comm.gather(buffer[4], [1024, 2], "float32", axis=1, name="truncated")
-        comm.gather(buffer[5], [1024, 2], "float32", axis=1, name="valid")
-        comm.gather(buffer[6], [1024, 2], "float32", axis=1, name="logp")
-        comm.gather(buffer[7], [1024, 2], "float32", axis=1, name="values")
+        """One packed allgather to learner at after:rollout, carrying:
+        buffer.
+        """
+        comm.gather_packed(
+            [*buffer],
+            [
+                [1024, 2, 3],
+                [1024, 2, 1],
+                [1024, 2],
+                [1024, 2],
+                [1024, 2],
+                [1024, 2],
+                [1024, 2],
+                [1024, 2],
+            ],
+            [
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+            ],
+            [1, 1, 1, 1, 1, 1, 1, 1],
+            name="buffer",
+        )
 
     def sync_weights(self) -> None:
         """broadcast of the weights (learner; root rank 0)."""
