@@ -63,7 +63,6 @@ def run_learner(session: Session, rank: int) -> None:
     )
     learner.sync_weights()  # initial weights from rank 0
     clock = session.clock
-    # --- block init (spec: $.loop.init): once, before the first iteration ---
     for _iteration in session.iterations():
         progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 32 times ---
