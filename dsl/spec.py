@@ -228,7 +228,9 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Log:
-    every: int = 1
+    """TensorBoard events every ``every`` iterations (metrics.jsonl gets every iteration)."""
+
+    every: int = 10
     tensorboard: bool = True
 
 

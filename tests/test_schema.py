@@ -322,7 +322,7 @@ DOC_DEFAULTS = {
     ("$defs", "train", "properties", "stop"): {},
     ("$defs", "train", "properties", "eval"): {"every": 0},
     ("$defs", "train", "properties", "checkpoint"): {"every": 0, "keep": 3},
-    ("$defs", "train", "properties", "log"): {"every": 1, "tensorboard": True},
+    ("$defs", "train", "properties", "log"): {"every": 10, "tensorboard": True},
     ("$defs", "train", "properties", "run_dir"): "runs",
 }
 

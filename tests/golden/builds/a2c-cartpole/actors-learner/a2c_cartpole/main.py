@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from rlgen.runtime import comm
 from rlgen.runtime.ppo import METRICS
-from rlgen.runtime.session import RunConfig, Session, default_run_dir
+from rlgen.runtime.session import RunConfig, Session, configure_tensorflow, default_run_dir
 
 from .actor import ActorFragment
 from .actor_env import ActorEnvFragment
@@ -126,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, help="stop after this many iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     args = parser.parse_args(argv)
+    configure_tensorflow()
     rank, size = comm.init()
     run_dir = args.run_dir or default_run_dir(RUN.name)
     session = Session(

@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Sequence
 
 from rlgen.runtime.ppo import METRICS
-from rlgen.runtime.session import RunConfig, Session, default_run_dir
+from rlgen.runtime.session import RunConfig, Session, configure_tensorflow, default_run_dir
 
 from .agent import AgentFragment
 from .env import EnvFragment
@@ -40,7 +40,7 @@ RUN = RunConfig(
     eval_deterministic=True,
     checkpoint_every=0,
     checkpoint_keep=3,
-    log_every=1,
+    log_every=10,
     tensorboard=True,
     episode_capacity=256,
     metric_names=METRICS,
@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, help="stop after this many iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     args = parser.parse_args(argv)
+    configure_tensorflow()
     rank, size = 0, 1
     run_dir = args.run_dir or default_run_dir(RUN.name)
     session = Session(
