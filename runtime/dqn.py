@@ -1,0 +1,227 @@
+"""DQN with many gradient steps in one compiled call.
+
+One :meth:`DQNLearner.update` is one TensorFlow call: it takes ``K`` minibatches
+stacked as ``[K, batch, ...]`` (:meth:`rlgen.runtime.replay.ReplayBuffer.sample_many`)
+and runs ``K`` gradient steps in an in-graph loop. Semantics follow
+Stable-Baselines3's DQN (and its defaults):
+
+* TD target ``r + gamma * (1 - terminated) * max_a Q_target(next_obs, a)``; a
+  truncated episode's last transition keeps its bootstrap term (see
+  :mod:`rlgen.runtime.replay`). With ``double=True`` the next action is the online
+  network's argmax, valued by the target network (van Hasselt et al., 2016; not in
+  SB3).
+* Loss: Huber / smooth L1 (``delta = 1``), mean over the minibatch, as
+  ``F.smooth_l1_loss``. Gradients are clipped to a global norm of ``max_grad_norm``.
+* The target network is a copy of the online one made at construction (same
+  architecture and weights, own variables). :meth:`DQNLearner.sync_target` copies
+  the weights (``tau == 1``) or moves them by Polyak averaging
+  ``target = tau * online + (1 - tau) * target``. How often to call it is the
+  loop's business (SB3's ``target_update_interval`` counts env steps).
+* ``reduce_gradients`` (e.g. a Horovod allreduce for the multi-learner policy) is
+  applied inside the graph to the list of gradients, before clipping.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .optim import Rate, as_schedule, build_optimizer, clip_by_global_norm
+from .qvalue import QNetwork
+from .replay import Transitions
+from .tfutil import flat_caller, to_tensor
+
+GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+
+STEP_METRICS = ("loss", "q", "target_q", "grad_norm")
+METRICS = (*STEP_METRICS, "lr")
+
+
+@dataclass
+class DQNConfig:
+    """DQN hyper-parameters; defaults are Stable-Baselines3's.
+
+    ``lr`` is a number or a schedule (:class:`rlgen.runtime.optim.Linear` or a spec
+    mapping ``{schedule: linear, start, end}``) over training progress.
+    ``jit_compile=None`` compiles the update with XLA unless a gradient reducer is
+    given (Horovod's ops have no XLA kernels).
+    """
+
+    lr: Rate | Mapping[str, Any] = 1e-4
+    gamma: float = 0.99
+    tau: float = 1.0
+    double: bool = False
+    max_grad_norm: float | None = 10.0
+    optimizer: Mapping[str, Any] = field(default_factory=lambda: {"kind": "adam", "eps": 1e-8})
+    jit_compile: bool | None = None
+
+    @classmethod
+    def from_spec(cls, learner: Mapping[str, Any]) -> DQNConfig:
+        """From a spec's ``components.<learner>`` mapping (unknown keys such as ``kind``
+        and ``q`` are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in learner.items() if k in names})
+
+
+def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
+    """Elementwise Huber / smooth L1: ``0.5 x^2`` for ``|x| < delta``, else ``delta (|x| - 0.5 delta)``."""
+    a = tf.abs(x)
+    return tf.where(a < delta, 0.5 * tf.square(x), delta * (a - 0.5 * delta))
+
+
+class DQNLearner(tf.Module):
+    """Learns a :class:`QNetwork` from replayed transitions; owns its target network."""
+
+    _TF_MODULE_IGNORED_PROPERTIES = frozenset({"params", "update_fn", "sync_fn", "_call", "_sync"})
+
+    def __init__(
+        self,
+        q: QNetwork,
+        config: DQNConfig,
+        obs_shape: Sequence[int],
+        action_shape: Sequence[int] = (),
+        target: QNetwork | None = None,
+        reduce_gradients: GradientReducer | None = None,
+        name: str | None = "dqn",
+    ) -> None:
+        super().__init__(name=name)
+        if not 0.0 < config.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {config.tau}")
+        self.q, self.config = q, config
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.action_shape = tuple(int(d) for d in action_shape)
+        if target is None:
+            target = QNetwork(copy.deepcopy(q.network), q.num_actions, name="q_target")
+        self.target = target
+        self.params = list(q.trainable_variables)
+        self._target_vars = list(target.network.trainable_variables)
+        self._online_vars = list(q.network.trainable_variables)
+        if len(self._target_vars) != len(self._online_vars) or any(
+            a.shape != b.shape for a, b in zip(self._target_vars, self._online_vars, strict=True)
+        ):
+            raise ValueError("target network does not match the online network's variables")
+        if any(a is b for a, b in zip(self._target_vars, self._online_vars, strict=True)):
+            raise ValueError("target network shares variables with the online network")
+        self.optimizer = build_optimizer(config.optimizer, self.params)
+        self._lr = as_schedule(config.lr)
+        self._reduce = reduce_gradients
+        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
+        obs, act = self.obs_shape, self.action_shape
+        kb = [None, None]
+        signature = [
+            tf.TensorSpec([*kb, *obs], tf.float32),
+            tf.TensorSpec([*kb, *act], tf.int32),
+            tf.TensorSpec(kb, tf.float32),
+            tf.TensorSpec([*kb, *obs], tf.float32),
+            tf.TensorSpec(kb, tf.float32),
+            tf.TensorSpec([], tf.float32),
+        ]
+        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
+        self._call = flat_caller(self.update_fn)
+        self.sync_fn = tf.function(self._sync_target, input_signature=[], autograph=False)
+        self._sync = flat_caller(self.sync_fn)
+        self._sync()  # the copy starts equal to the online network (also for a given ``target``)
+
+    # --- host API -----------------------------------------------------------------
+
+    def update(self, batches: Transitions | Sequence[np.ndarray], progress: float = 0.0) -> dict[str, float]:
+        """Run one gradient step per minibatch of ``batches`` (fields ``[K, batch, ...]``,
+        or ``[batch, ...]`` for one step) in one compiled call; ``progress`` in [0, 1]
+        drives the learning-rate schedule. Returns metrics averaged over the K steps:
+        ``loss``, ``q`` (mean Q of the taken actions), ``target_q`` (mean TD target),
+        ``grad_norm`` (before clipping) and ``lr``."""
+        obs, actions, rewards, next_obs, terminated = batches
+        if np.ndim(obs) == len(self.obs_shape) + 1:  # one minibatch: add the K axis
+            obs, actions, rewards, next_obs, terminated = (
+                np.expand_dims(x, 0) for x in (obs, actions, rewards, next_obs, terminated)
+            )
+        k, b = np.shape(obs)[:2]
+        want = {
+            "obs": (k, b, *self.obs_shape),
+            "actions": (k, b, *self.action_shape),
+            "rewards": (k, b),
+            "next_obs": (k, b, *self.obs_shape),
+            "terminated": (k, b),
+        }
+        for (key, shape), x in zip(want.items(), (obs, actions, rewards, next_obs, terminated), strict=True):
+            if np.shape(x) != shape:
+                raise ValueError(f"{key} has shape {np.shape(x)}; expected {shape}")
+        (out,) = self._call(
+            to_tensor(obs),
+            to_tensor(actions, tf.int32),
+            to_tensor(rewards),
+            to_tensor(next_obs),
+            to_tensor(terminated),
+            tf.constant(progress, tf.float32),
+        )
+        return dict(zip(METRICS, out.numpy().tolist(), strict=True))
+
+    def sync_target(self) -> None:
+        """Hard copy (``tau == 1``) or Polyak step of the online weights into the target."""
+        self._sync()
+
+    def td_target(self, rewards: tf.Tensor, next_obs: tf.Tensor, terminated: tf.Tensor) -> tf.Tensor:
+        """``r + gamma * (1 - terminated) * Q_target(next_obs, a*)``, ``a*`` the target's
+        argmax, or the online network's with ``double``."""
+        next_q = self.target.values(next_obs)
+        if self.config.double:
+            best = self.q.greedy(next_obs)
+            next_v = tf.gather(next_q, best, batch_dims=1)
+        else:
+            next_v = tf.reduce_max(next_q, axis=-1)
+        return rewards + self.config.gamma * (1.0 - terminated) * next_v
+
+    def loss(
+        self, obs: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor, next_obs: tf.Tensor, terminated: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """``(mean Huber loss, Q(obs, actions), TD targets)`` of one minibatch ``[batch, ...]``."""
+        target = tf.stop_gradient(self.td_target(rewards, next_obs, terminated))
+        q = tf.gather(self.q.values(obs), tf.cast(actions, tf.int32), batch_dims=1)
+        return tf.reduce_mean(huber(q - target)), q, target
+
+    # --- graphs -------------------------------------------------------------------
+
+    def _sync_target(self) -> list[tf.Tensor]:
+        tau = float(self.config.tau)
+        for t, o in zip(self._target_vars, self._online_vars, strict=True):
+            t.assign(o if tau == 1.0 else tau * o + (1.0 - tau) * t)
+        return []
+
+    def _update(
+        self,
+        obs: tf.Tensor,
+        actions: tf.Tensor,
+        rewards: tf.Tensor,
+        next_obs: tf.Tensor,
+        terminated: tf.Tensor,
+        progress: tf.Tensor,
+    ) -> tf.Tensor:
+        lr = self._lr(progress)
+        steps = tf.shape(obs)[0]
+
+        def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            batch = (obs[k], actions[k], rewards[k], next_obs[k], terminated[k])
+            return k + 1, totals + self._train_step(batch, lr)
+
+        _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS)])))
+        means = totals / tf.cast(tf.maximum(steps, 1), tf.float32)
+        return tf.concat([means, tf.reshape(lr, [1])], axis=0)
+
+    def _train_step(self, batch: tuple[tf.Tensor, ...], lr: tf.Tensor) -> tf.Tensor:
+        """One gradient step; returns ``STEP_METRICS`` of this minibatch."""
+        with tf.GradientTape() as tape:
+            loss, q, target = self.loss(*batch)
+        grads = tape.gradient(loss, self.params, unconnected_gradients="zero")
+        if self._reduce is not None:
+            grads = self._reduce(list(grads))
+        if self.config.max_grad_norm is not None:
+            grads, grad_norm = clip_by_global_norm(grads, self.config.max_grad_norm)
+        else:
+            grad_norm = tf.linalg.global_norm(list(grads))
+        self.optimizer.apply(grads, lr)
+        return tf.stack([loss, tf.reduce_mean(q), tf.reduce_mean(target), grad_norm])

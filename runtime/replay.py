@@ -1,0 +1,144 @@
+"""Off-policy experience storage: a circular buffer of transitions in NumPy arrays.
+
+A transition is ``(obs, action, reward, next_obs, terminated)``. The buffer takes one
+vector step of ``B`` envs per :meth:`ReplayBuffer.insert` and stores only its valid
+rows, one after another in a flat ring of ``capacity`` transitions (so the
+capacity counts transitions, not steps of ``B`` envs).
+
+Step convention (:mod:`rlgen.runtime.envs`, gymnasium's ``NEXT_STEP`` autoreset):
+the step after an episode ends is a *reset step*; its action is ignored and it
+carries no transition, so pass ``valid = VectorEnv.valid`` and those rows are
+skipped. The step that ends an episode returns the episode's *final* observation,
+so ``next_obs`` of a truncated episode's last transition is the right state to
+bootstrap from (``terminated`` is false there, and the TD target keeps
+``gamma * max Q(next_obs)``), as Stable-Baselines3 does with
+``handle_timeout_termination``.
+
+:meth:`ReplayBuffer.sample_many` draws ``n`` independent minibatches at once as
+stacked ``[n, batch, ...]`` arrays, so a learner can run ``n`` gradient steps in
+one compiled call (per-call overhead dominates at small batch on a CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Transitions(NamedTuple):
+    """A batch of transitions, each field ``[..., *item_shape]``; ``terminated`` is float32 0/1."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+
+
+class ReplayBuffer:
+    """Circular storage of the last ``capacity`` valid transitions of ``num_envs`` envs.
+
+    Sampling is uniform with replacement over the stored transitions (as
+    Stable-Baselines3's ``ReplayBuffer`` without ``optimize_memory_usage``).
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: Sequence[int],
+        action_shape: Sequence[int] = (),
+        action_dtype: type[np.generic] | np.dtype = np.int32,
+        num_envs: int = 1,
+    ) -> None:
+        if capacity < 1 or num_envs < 1:
+            raise ValueError("capacity and num_envs must be >= 1")
+        self.capacity, self.num_envs = int(capacity), int(num_envs)
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.action_shape = tuple(int(d) for d in action_shape)
+        n = self.capacity
+        self._data = Transitions(
+            obs=np.zeros((n, *self.obs_shape), np.float32),
+            actions=np.zeros((n, *self.action_shape), action_dtype),
+            rewards=np.zeros(n, np.float32),
+            next_obs=np.zeros((n, *self.obs_shape), np.float32),
+            terminated=np.zeros(n, np.float32),
+        )
+        self.pos = 0  # next slot to write
+        self.size = 0  # transitions stored (<= capacity)
+        self.inserted = 0  # valid transitions ever inserted
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def full(self) -> bool:
+        return self.size == self.capacity
+
+    def insert(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        valid: np.ndarray | None = None,
+    ) -> int:
+        """Store the valid rows of one vector step (each argument ``[B, ...]``).
+
+        ``valid`` (``[B]`` bool, default all) is :attr:`VectorEnv.valid` after the
+        step; reset-step rows are dropped. Returns how many transitions were stored.
+        """
+        b = self.num_envs
+        if np.shape(obs) != (b, *self.obs_shape) or np.shape(next_obs) != (b, *self.obs_shape):
+            raise ValueError(
+                f"obs/next_obs shapes {np.shape(obs)}, {np.shape(next_obs)}; expected {(b, *self.obs_shape)}"
+            )
+        if valid is None or bool(np.all(valid)):
+            rows: slice | np.ndarray = slice(None)
+            count = b
+        else:
+            rows = np.flatnonzero(valid)
+            count = int(rows.size)
+            if count == 0:
+                return 0
+        items = (obs, action, reward, next_obs, terminated)
+        if count > self.capacity:  # more rows than room: only the last ones survive
+            rows = np.arange(b)[rows][-self.capacity :]
+            count = self.capacity
+        end = self.pos + count
+        if end <= self.capacity:
+            for store, x in zip(self._data, items, strict=True):
+                store[self.pos : end] = np.asarray(x)[rows]
+        else:
+            slots = np.arange(self.pos, end) % self.capacity
+            for store, x in zip(self._data, items, strict=True):
+                store[slots] = np.asarray(x)[rows]
+        self.pos = end % self.capacity
+        self.size = min(self.size + count, self.capacity)
+        self.inserted += count
+        return count
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Transitions:
+        """``batch_size`` transitions drawn uniformly with replacement, fields ``[batch, ...]``."""
+        return self._gather(self._indices((int(batch_size),), rng))
+
+    def sample_many(self, n_batches: int, batch_size: int, rng: np.random.Generator) -> Transitions:
+        """``n_batches`` independent minibatches stacked as ``[n_batches, batch_size, ...]``."""
+        return self._gather(self._indices((int(n_batches), int(batch_size)), rng))
+
+    def _indices(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        return rng.integers(0, self.size, size=shape)
+
+    def _gather(self, index: np.ndarray) -> Transitions:
+        # ``take`` of a flat index then reshape is faster than fancy indexing with a 2-D index
+        flat = index.reshape(-1)
+        shape = index.shape
+        return Transitions(*(x.take(flat, axis=0).reshape(*shape, *x.shape[1:]) for x in self._data))
+
+    def transitions(self) -> Transitions:
+        """Every stored transition (fields ``[size, ...]``, in storage order; copies)."""
+        return Transitions(*(x[: self.size].copy() for x in self._data))
