@@ -25,7 +25,7 @@ from rlgen.runtime.optim import (  # noqa: E402
 )
 from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
 from rlgen.runtime.ppo import PPOConfig, PPOLearner, gae  # noqa: E402
-from rlgen.runtime.tfutil import configure_threads, flat_caller  # noqa: E402
+from rlgen.runtime.tfutil import configure_threads, flat_caller, numpy_caller  # noqa: E402
 
 configure_threads(1, 1)
 
@@ -141,6 +141,10 @@ def test_fast_call_path_matches_public_call() -> None:
     assert len(fast) == 2
     for a, b in zip(fast, public, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    from_numpy = numpy_caller(f)(x.numpy())
+    np.testing.assert_array_equal(from_numpy[1], public[1].numpy())
+    with pytest.raises(ValueError):
+        numpy_caller(f)(np.zeros((3, 5), np.float32))
 
 
 # --- GAE -----------------------------------------------------------------------------
