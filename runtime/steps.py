@@ -71,7 +71,7 @@ class _StepDescriptor:
                 functools.partial(self.method, instance),
                 input_signature=self.options.input_signature,
                 jit_compile=self.options.jit_compile,
-                autograph=True,
+                autograph=False,  # generated steps are straight-line code: faster tracing
             )
             cache[self.name] = BoundStep(fn, self.options.outputs == 1)
         return cache[self.name]
