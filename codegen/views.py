@@ -177,6 +177,7 @@ def _env_view(ctx: Context) -> dict[str, Any]:
     env = ctx.spec.env
     return {
         "id": env.id,
+        "backend": env.backend,
         "factory": env.factory,
         "kwargs": dict(env.kwargs),
         "max_episode_steps": env.max_episode_steps,

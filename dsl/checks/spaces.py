@@ -32,6 +32,14 @@ def env_source(ctx: Context) -> Iterator[Finding]:
             "give either `id` or `factory`, not both",
             "`factory` makes a custom env; remove `id`, or remove `factory` to use gymnasium",
         )
+    if env.backend == "tensorflow" and (env.kwargs or env.factory):
+        yield error(
+            "E407",
+            ("env", "kwargs" if env.kwargs else "factory"),
+            "an in-graph (backend: tensorflow) env takes no kwargs or factory: it is gymnasium's default "
+            "env rewritten in TensorFlow",
+            "remove them, or use `backend: gymnasium`",
+        )
     if env.backend == "tensorflow" and env.id not in TF_ENVS:
         yield error(
             "E404",
