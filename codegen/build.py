@@ -40,11 +40,8 @@ class Build:
     out_dir: Path | None = None
 
 
-def default_workers(spec_workers: int, spec_policy: str, policy: str, workers: int | None) -> int:
-    if workers is not None:
-        return workers
-    if policy == spec_policy:
-        return spec_workers
+def policy_min_workers(policy: str) -> int:
+    """Workers for a policy chosen on the command line without --workers: its minimum."""
     return POLICIES[policy].min_workers if policy in POLICIES else 1
 
 
@@ -214,10 +211,7 @@ def build_file(
     """
     from rlgen.api import validate_file
 
-    first = validate_file(spec_path)
-    if first.spec is not None and policy is not None:
-        workers = default_workers(first.spec.deploy.workers, first.spec.deploy.policy, policy, workers)
-    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts, min_workers=policy_min_workers)
     if not result.ok:
         return result, None
     return result, build(result, out_dir)

@@ -10,21 +10,19 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+from rlgen.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
 
 def validated(args: argparse.Namespace):
     """Validate ``args.spec`` with the deploy overrides; (result, exit code), diagnostics printed."""
     from rlgen.api import validate_file
-    from rlgen.codegen.build import default_workers
+    from rlgen.codegen.build import policy_min_workers
     from rlgen.dsl.report import REPORTERS
 
     try:
-        first = validate_file(args.spec)
-        workers = args.workers
-        if first.spec is not None and args.policy is not None:
-            workers = default_workers(first.spec.deploy.workers, first.spec.deploy.policy, args.policy, args.workers)
-        result = validate_file(args.spec, policy=args.policy, workers=workers, hosts=args.hosts)
+        result = validate_file(
+            args.spec, policy=args.policy, workers=args.workers, hosts=args.hosts, min_workers=policy_min_workers
+        )
     except OSError as exc:
         print(f"rlgen {args.command}: error: cannot read {args.spec}: {exc.strerror or exc}", file=sys.stderr)
         return None, EXIT_USAGE

@@ -195,9 +195,6 @@ class FDG:
     ranks: tuple[RankInfo, ...] = ()
     process_sets: tuple[ProcessSet, ...] = ()
 
-    def side_of(self, node_id: str) -> str:
-        return dict(self.sides)[node_id]
-
     def fragment(self, name: str) -> Fragment:
         return next(f for f in self.fragments if f.name == name)
 

@@ -380,11 +380,11 @@ def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
     spec = ctx.spec
     train = spec.train
     obs_shape = list(ctx.spaces.observation.shape) if ctx.spaces else []
-    per_env_steps = steps_per_iteration(fdg, ctx) // max(spec.env.num_envs, 1)
+    per_iteration = spec.env.num_envs * (spec.loop.env_steps_per_env() or 1)  # no env.step: count 1
     return {
         "name": spec.name,
         "total_steps": train.total_steps,
-        "steps_per_iteration": steps_per_iteration(fdg, ctx),
+        "steps_per_iteration": per_iteration,
         "seed": train.seed,
         "env": {
             "id": spec.env.id,
@@ -402,7 +402,7 @@ def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
         "checkpoint_keep": train.checkpoint.keep,
         "log_every": train.log.every,
         "tensorboard": train.log.tensorboard,
-        "episode_capacity": max(1, spec.env.num_envs * per_env_steps),
+        "episode_capacity": max(1, per_iteration),
     }
 
 
@@ -459,10 +459,3 @@ def _transfer_item(group: tuple[Transfer, ...], names: set[str], graph) -> dict[
         "op": t.op,
         "peer": t.src,
     }
-
-
-def steps_per_iteration(fdg: FDG, ctx: Context) -> int:
-    steps = [
-        b.repeat for b in fdg.graph.blocks if any(n.target == "env.step" and n.block == b.name for n in fdg.graph.nodes)
-    ]
-    return ctx.spec.env.num_envs * (sum(steps) or 1)

@@ -175,6 +175,10 @@ class Loop:
     def all_blocks(self) -> tuple[Block, ...]:
         return ((self.init,) if self.init else ()) + self.blocks
 
+    def env_steps_per_env(self) -> int:
+        """Times one iteration steps each env: the repeats of the blocks that call env.step."""
+        return sum(b.repeat for b in self.blocks for lc in b.calls if lc.call.target == "env.step")
+
 
 # --- partitions, deploy, train ------------------------------------------------
 @dataclass(frozen=True)

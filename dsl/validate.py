@@ -49,16 +49,21 @@ def locate(f: Finding, smap: SourceMap) -> Diagnostic:
     return Diagnostic(f.code, f.severity, f.message, smap.file, line, col, f.path, f.hint, f.length)
 
 
-def apply_overrides(spec: Spec, policy: str | None, workers: int | None, hosts: Iterable[str] | None) -> Spec:
+def apply_overrides(
+    spec: Spec,
+    policy: str | None,
+    workers: int | None,
+    hosts: Iterable[str] | None,
+    min_workers: Callable[[str], int] | None = None,
+) -> Spec:
+    """The spec with command-line deploy overrides. Without ``workers``, a policy other than the
+    spec's gets ``min_workers(policy)`` if that rule is given, else the spec's worker count."""
     dep = spec.deploy
-    new = Deploy(
-        policy=policy or dep.policy,
-        workers=workers
-        if workers is not None
-        else (dep.workers if not policy or policy == dep.policy else max(dep.workers, 1)),
-        hosts=tuple(hosts) if hosts is not None else dep.hosts,
-    )
-    return dataclasses.replace(spec, deploy=new)
+    new_policy = policy or dep.policy
+    if workers is None:
+        workers = min_workers(new_policy) if min_workers and new_policy != dep.policy else dep.workers
+    hosts = tuple(hosts) if hosts is not None else dep.hosts
+    return dataclasses.replace(spec, deploy=Deploy(new_policy, workers, hosts))
 
 
 def validate_text(
@@ -69,6 +74,7 @@ def validate_text(
     policy: str | None = None,
     workers: int | None = None,
     hosts: Iterable[str] | None = None,
+    min_workers: Callable[[str], int] | None = None,
 ) -> Result:
     """Validate a spec given as text; never raises for bad input."""
     result = Result(file, text)
@@ -77,7 +83,7 @@ def validate_text(
     except YamlError as exc:
         result.diagnostics = exc.diagnostics
         return result
-    return _validate_data(result, data, smap, extra_checks, policy, workers, hosts)
+    return _validate_data(result, data, smap, extra_checks, policy, workers, hosts, min_workers)
 
 
 def validate_file(path: str | Path, **kw) -> Result:
@@ -90,10 +96,10 @@ def validate_file(path: str | Path, **kw) -> Result:
     return _validate_data(result, data, smap, kw.pop("extra_checks", ()), **kw)
 
 
-def _validate_data(result, data, smap, extra_checks, policy=None, workers=None, hosts=None) -> Result:
+def _validate_data(result, data, smap, extra_checks, policy=None, workers=None, hosts=None, min_workers=None) -> Result:
     findings = check_schema(data)
     if not findings:
-        spec = apply_overrides(build_spec(data), policy, workers, hosts)
+        spec = apply_overrides(build_spec(data), policy, workers, hosts, min_workers)
         flow = analyze(spec)
         spaces, env_findings = resolve_spaces(spec.env)
         findings = env_findings + run_checks(Context(spec, flow, spaces))

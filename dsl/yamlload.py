@@ -92,10 +92,6 @@ class SourceMap:
                 return None
             path = path[:-1]
 
-    def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
-
 
 class YamlError(Exception):
     """Raised with the diagnostics of a document that cannot be loaded."""
@@ -190,7 +186,6 @@ class _TooManyNodes(Exception):
 
 def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
     """Load one YAML document; return ``(data, source_map)`` or raise :class:`YamlError`."""
-    smap = SourceMap(file, text)
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
         raise _fail(
             "E105",
@@ -240,8 +235,7 @@ def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
         ) from None
     if builder.errors:
         raise YamlError(builder.errors)
-    smap = builder.smap
-    return data, smap
+    return data, builder.smap
 
 
 def load_file(path: str | Path) -> tuple[Any, SourceMap]:

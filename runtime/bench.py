@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PARTS = ("inference", "env", "buffer", "update", "comm", "other")
+from .session import CATEGORIES as PARTS  # the parts a run times
 
 
 @dataclass

@@ -101,7 +101,3 @@ class RolloutBuffer:
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.length} steps")
         return self._data
-
-    def reset_episode_flags(self) -> None:
-        """Forget the previous step's episode ends (after an explicit ``env.reset()``)."""
-        self._prev_done[:] = False

@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from rlgen.cli import EXIT_INVALID as EXIT_FAILED
+from rlgen.cli import EXIT_OK, EXIT_USAGE
 
 
 def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:

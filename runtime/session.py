@@ -74,10 +74,15 @@ class Clock:
         self.totals[category] += now - self._last
         self._last = now
 
-    def reset(self) -> dict[str, float]:
+    def collect(self) -> dict[str, float]:
+        """The totals so far, and start new ones (the running lap goes on)."""
         out, self.totals = self.totals, dict.fromkeys(CATEGORIES, 0.0)
-        self._last = time.perf_counter()
         return out
+
+    def reset(self) -> dict[str, float]:
+        """Like :meth:`collect`, and the next lap starts now."""
+        self._last = time.perf_counter()
+        return self.collect()
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -138,6 +143,11 @@ class Session:
         self._interrupted = True
         if self.rank == 0:
             self.progress.note("interrupted: finishing this iteration and writing a checkpoint (Ctrl-C again to abort)")
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds of training in this run, earlier sessions of a resumed run included."""
+        return self._elapsed_before + time.perf_counter() - self._started
 
     @property
     def distributed(self) -> bool:
@@ -260,9 +270,8 @@ class Session:
 
     def _rank0_end(self, metrics: Any) -> None:
         now = time.perf_counter()
-        elapsed = self._elapsed_before + now - self._started
-        times = dict(self.clock.totals)
-        self.clock.totals = dict.fromkeys(CATEGORIES, 0.0)
+        elapsed = self.elapsed
+        times = self.clock.collect()
         iter_time = now - self._iter_started
         self._iter_started = now
         record: dict[str, Any] = {
@@ -341,7 +350,7 @@ class Session:
             "episodes": self.episodes,
             "returns": list(self.returns),
             "lengths": list(self.lengths),
-            "elapsed": self._elapsed_before + time.perf_counter() - self._started,
+            "elapsed": self.elapsed,
             "checkpoint": Path(path).name,
         }
         _write_atomic(self.run_dir / "state.json", json.dumps(state))
@@ -368,7 +377,7 @@ class Session:
         self.progress.finish(summary)
 
     def summary(self) -> dict[str, Any]:
-        elapsed = self._elapsed_before + time.perf_counter() - self._started
+        elapsed = self.elapsed
         return {
             "stop_reason": self.stop_reason,
             "iterations": self.iteration,

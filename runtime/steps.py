@@ -14,7 +14,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from .tfutil import numpy_caller
@@ -77,4 +76,4 @@ class _StepDescriptor:
         return cache[self.name]
 
 
-__all__ = ["BoundStep", "compiled", "np"]
+__all__ = ["BoundStep", "compiled"]

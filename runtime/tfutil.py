@@ -51,11 +51,6 @@ def enable_xla_cache(directory: str | os.PathLike[str]) -> None:
         os.environ["TF_XLA_FLAGS"] = f"{existing} {flag}".strip()
 
 
-def quiet_tensorflow() -> None:
-    """Silence TensorFlow's C++ start-up log lines (call before importing it elsewhere)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
 def flat_caller(fn: Any) -> FlatCall:
     """Return ``call(*tensors) -> list of output tensors`` for a ``tf.function``.
 

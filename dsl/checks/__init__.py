@@ -8,7 +8,7 @@ docstring shows the smallest YAML it catches.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rlgen.dsl.catalog import EnvSpaces
 from rlgen.dsl.dataflow import Dataflow
@@ -23,7 +23,6 @@ class Context:
     spec: Spec
     flow: Dataflow
     spaces: EnvSpaces | None
-    extra: dict = field(default_factory=dict)
 
 
 CheckFn = Callable[[Context], Iterator[Finding]]

@@ -9,8 +9,7 @@ from rlgen.dsl.checks import Context, Finding, check, error, warning
 
 def steps_per_iteration(ctx: Context) -> int:
     """Env steps (over all envs) taken by one iteration of the loop."""
-    per_env = sum(b.repeat for b in ctx.spec.loop.blocks for lc in b.calls if lc.call.target == "env.step")
-    return per_env * ctx.spec.env.num_envs
+    return ctx.spec.loop.env_steps_per_env() * ctx.spec.env.num_envs
 
 
 @check
