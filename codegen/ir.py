@@ -120,7 +120,7 @@ class Step:
     """A unit of a fragment's code: one call, or several fused compute calls (``nodes``)."""
 
     name: str
-    kind: str  # compute | env | cpu
+    kind: str  # compute | env | cpu | loop (a whole iteration, see passes.fuse_loop)
     block: str
     nodes: tuple[str, ...]
     inputs: tuple[str, ...]

@@ -9,7 +9,10 @@ returns a new FDG; :func:`check_invariants` states what must hold after each.
    a local hand-over inside a process, or the policy's collective between roles;
 3. :func:`fuse_compute` — adjacent compute calls of a fragment become one step
    (one ``tf.function``) when :func:`can_fuse` says so; fused steps keep the calls' names;
-4. :func:`place_fragments` — ranks, hosts, replicas and process sets.
+4. :func:`fuse_loop` — under ``single`` with an in-graph env, the env joins the compute
+   fragment and a whole iteration becomes one step (one ``tf.function``) when
+   :func:`loop_fusion_blocker` finds nothing against it;
+5. :func:`place_fragments` — ranks, hosts, replicas and process sets.
 """
 
 from __future__ import annotations
@@ -330,7 +333,66 @@ def fuse_compute(fdg: FDG, ctx: Context) -> FDG:
     return dataclasses.replace(fdg, fragments=tuple(fragments))
 
 
-# --- 4. placement -------------------------------------------------------------------
+# --- 4. the whole loop in one graph -------------------------------------------------
+#: Component kinds whose calls have an in-graph form (a replay buffer lives on the host).
+LOOP_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c"})
+
+
+def loop_fusion_blocker(fdg: FDG, ctx: Context) -> str | None:
+    """Why the iteration cannot be one compiled graph (``None``: it can).
+
+    It can when one process runs everything (``single``), the env is in-graph
+    (``backend: tensorflow``), every component has an in-graph form, no block is
+    conditional (``every``/``after``), and a repeated block hands later blocks only its
+    carried values and a rollout buffer of exactly its length.
+    """
+    spec, graph = ctx.spec, fdg.graph
+    if ctx.policy.name != "single":
+        return f"policy {ctx.policy.name} runs the loop over several processes"
+    if spec.env.backend != "tensorflow":
+        return "the env is stepped on the host (backend: gymnasium)"
+    kinds = {spec.components[n.component].kind for n in graph.nodes if n.component != "env"}
+    if kinds - LOOP_KINDS:
+        return f"component kind(s) {', '.join(sorted(kinds - LOOP_KINDS))} have no in-graph form"
+    block_of = {n.id: n.block for n in graph.nodes}
+    for block in graph.blocks:
+        if block.every > 1 or block.after > 0:
+            return f"block {block.name} runs conditionally (every/after)"
+    for edge in graph.edges:
+        block = graph.block(block_of[edge.producer]) if edge.producer in block_of else None
+        if block is None or block.repeat == 1 or block.name == "init":
+            continue
+        outside = [c for c in edge.consumers if block_of[c] != block.name]
+        if edge.type == "buffer":
+            length = edge.parts[0].shape[0]
+            if length != block.repeat:
+                return f"buffer {edge.name} holds {length} steps, block {block.name} repeats {block.repeat}"
+        elif outside:
+            return f"value {edge.name} of repeated block {block.name} is used after it"
+    return None
+
+
+def fuse_loop(fdg: FDG, ctx: Context) -> FDG:
+    """One fragment, two steps: ``init`` (compiled once) and ``iteration`` (every other
+    block: repeated blocks become ``tf.while_loop`` s inside one compiled call)."""
+    if fdg.fragments and loop_fusion_blocker(fdg, ctx) is None:
+        graph = fdg.graph
+        compute = next(f for f in fdg.fragments if f.kind == "compute")
+        init = tuple(n.id for n in graph.nodes if n.block == "init")
+        rest = tuple(n.id for n in graph.nodes if n.block != "init")
+        calls = "_".join(f"{graph.node(n).component}_{graph.node(n).method}" for n in init)
+        outputs = tuple(v for n in rest for v in graph.node(n).outputs if graph.edge(v).type == "metrics")
+        steps = (
+            *((Step(f"init_{calls}", "compute", "init", init, (), ()),) if init else ()),
+            Step("iteration", "loop", "loop", rest, (), outputs),
+        )
+        fused = dataclasses.replace(compute, nodes=init + rest, steps=steps, inputs=(), outputs=())
+        transfers = tuple(t for t in fdg.transfers if t.op != "local")
+        return dataclasses.replace(fdg, fragments=(fused,), transfers=transfers)
+    return fdg
+
+
+# --- 5. placement -------------------------------------------------------------------
 def host_of_ranks(hosts: tuple[str, ...], workers: int) -> list[str]:
     """Rank → host, filling each ``host:slots`` in order (``localhost`` when none given)."""
     out: list[str] = []
@@ -360,7 +422,7 @@ def place_fragments(fdg: FDG, ctx: Context) -> FDG:
     return dataclasses.replace(fdg, ranks=ranks, fragments=fragments, process_sets=tuple(sets[k] for k in sorted(sets)))
 
 
-PASSES: tuple[Pass, ...] = (cut_at_partitions, insert_transfers, fuse_compute, place_fragments)
+PASSES: tuple[Pass, ...] = (cut_at_partitions, insert_transfers, fuse_compute, fuse_loop, place_fragments)
 
 
 def run_passes(fdg: FDG, ctx: Context, passes: tuple[Pass, ...] = PASSES) -> FDG:

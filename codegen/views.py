@@ -158,11 +158,74 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
         "weights": weights,
         "log_std": log_std,
         "steps": [_step_view(fdg, ctx, frag, s) for s in frag.steps],
+        "fused": any(s.kind == "loop" for s in frag.steps),
+        "carried": _carried(fdg, frag),
+        "episode_capacity": run_config(fdg, ctx)["episode_capacity"],
         "boundary": _boundary(fdg, frag),
         "env": _env_view(ctx),
         "inputs": [_port(p) for p in frag.inputs],
         "outputs": [_port(p) for p in frag.outputs],
     }
+
+
+def _carried(fdg: FDG, frag: Fragment) -> list[dict[str, Any]]:
+    """Values a fused fragment keeps in variables between its compiled calls: those the
+    ``init`` block produces for later blocks (carried values are updated at each iteration's end)."""
+    if not any(s.kind == "loop" for s in frag.steps):
+        return []
+    graph = fdg.graph
+    block_of = {n.id: n.block for n in graph.nodes}
+    return [
+        _tensor(e.parts[0])
+        for e in graph.edges
+        if block_of.get(e.producer) == "init" and any(block_of[c] != "init" for c in e.consumers)
+    ]
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``... if the spec already uses that name."""
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _loop_blocks(fdg: FDG, ctx: Context, step, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A fused iteration, block by block: repeated blocks become ``tf.while_loop`` s whose
+    state is a step counter, the block's carried values and the rows of the buffers it fills."""
+    graph = fdg.graph
+    taken = set(ctx.spec.components) | {e.name for e in graph.edges} | {"progress", "self"}
+    call_of = dict(zip(step.nodes, calls, strict=True))
+    rows_of: dict[str, str] = {}  # buffer -> the local holding its rows
+    out = []
+    for block in graph.blocks:
+        nodes = [n for n in step.nodes if graph.node(n).block == block.name]
+        if not nodes:
+            continue
+        counter = _fresh("t", taken) if block.repeat > 1 else None
+        buffers = list(dict.fromkeys(graph.node(n).component for n in nodes if graph.node(n).method == "insert"))
+        rows = {b: _fresh(f"{b}_rows", taken) for b in buffers}
+        rows_of.update(rows)
+        for n in nodes:
+            call = call_of[n]
+            if call["kind"] == "rollout":
+                call["rows"], call["index"] = rows[call["component"]], counter or "0"
+            if call["kind"] in ("ppo", "a2c"):
+                call["rows"] = rows_of[call["inputs"][0]]
+        out.append(
+            {
+                "name": block.name,
+                "path": block.path,
+                "repeat": block.repeat,
+                "counter": counter,
+                "body": _fresh(f"{block.name}_step", taken),
+                "carry": list(block.carry),
+                "buffers": [{"name": b, "rows": rows[b]} for b in buffers],
+                "calls": [call_of[n] for n in nodes],
+            }
+        )
+    return out
 
 
 def _gaussian(ctx: Context, component: str) -> bool:
@@ -223,8 +286,11 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
         "signature": signature,
         "params": params,
         "outputs": list(step.outputs),
-        # XLA for inference; an update compiles its own inner function (and may hold Horovod ops).
-        "jit": not any(c["method"] in ("update", "sync_target") for c in calls),
+        "produced": [v for c in calls for v in c["outputs"]],
+        "blocks": _loop_blocks(fdg, ctx, step, calls) if step.kind == "loop" else [],
+        # XLA for inference and a fused iteration; an update compiles its own inner function
+        # (and may hold Horovod ops).
+        "jit": step.kind == "loop" or not any(c["method"] in ("update", "sync_target") for c in calls),
     }
 
 
@@ -330,12 +396,32 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
                 "every": block.every,
                 "after": block.after,
                 "path": block.path,
+                "note": None,
                 "ops": items,
                 "carry": carry,
                 "after_ops": after,
                 "init": block.name == "init",
             }
         )
+    loop_step = next((s for f in frags for s in f.steps if s.kind == "loop"), None)
+    if loop_step is not None:  # one compiled call runs every block but init
+        frag = next(f for f in frags if loop_step in f.steps)
+        item = _call_item(fdg, frag, loop_step, received_buffers)
+        names_of = ", ".join(b.name for b in graph.blocks if b.name != "init")
+        blocks = [b for b in blocks if b["init"]] + [
+            {
+                "name": "iteration",
+                "repeat": 1,
+                "every": 1,
+                "after": 0,
+                "path": "$.loop",
+                "note": f"blocks {names_of} as one compiled graph",
+                "ops": [item],
+                "carry": [],
+                "after_ops": [],
+                "init": False,
+            }
+        ]
     start = [
         _transfer_item((t,), names, graph) for t in fdg.transfers if t.op == "broadcast" and ({t.src, t.dst} & names)
     ]
@@ -344,12 +430,18 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
     learner_frag = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
     return {
         "role": role,
-        "env_frag": next((f.name for f in frags if f.kind == "env"), None),
+        "env_frag": next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         "learner_frag": learner_frag.name if learner_frag else None,
         "policy_attr": _policy_of_learner(fdg, ctx, learner_frag) if learner_frag else None,
         "replicated_learner": bool(learner_frag) and len([r for r in fdg.ranks if r.role == role]) > 1,
         "fragments": [
-            {"var": _fragment_var(f.name), "module": f.name, "class_name": class_name(f.name), "kind": f.kind}
+            {
+                "var": _fragment_var(f.name),
+                "module": f.name,
+                "class_name": class_name(f.name),
+                "kind": f.kind,
+                "takes_rank": f.kind == "env" or any(s.kind == "loop" for s in f.steps),
+            }
             for f in frags
         ],
         "ranks": [r.rank for r in fdg.ranks if r.role == role],
@@ -416,7 +508,7 @@ def _call_item(fdg: FDG, frag: Fragment, step, received_buffers: set[str]) -> di
             args.append({"star": value})
         else:
             args.append({"rollout": value, "frag": frag.name})
-    if any(fdg.graph.node(n).method == "update" for n in step.nodes) and step.kind == "compute":
+    if any(fdg.graph.node(n).method == "update" for n in step.nodes) and step.kind in ("compute", "loop"):
         args.append({"name": "progress"})
     return {
         "type": "step",
@@ -430,10 +522,12 @@ def _call_item(fdg: FDG, frag: Fragment, step, received_buffers: set[str]) -> di
 
 def _lap_category(fdg: FDG, step) -> str:
     """Which clock category a step's time is charged to (see rlgen.runtime.session.CATEGORIES)."""
-    if step.kind == "env":
-        return "env"
+    if step.kind in ("env", "loop"):
+        return step.kind
     if step.kind == "cpu":
         return "buffer"
+    if all(fdg.graph.node(n).component == "env" for n in step.nodes):
+        return "env"  # a fused fragment's init: env.reset() in the graph
     methods = {fdg.graph.node(n).method for n in step.nodes}
     return "update" if methods & {"update", "sync_target"} else "inference"
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from .progress import Progress
 
-CATEGORIES = ("inference", "env", "buffer", "update", "comm", "other")  # other: logs, checkpoints, eval
+# loop: a whole iteration compiled into one call (single policy, in-graph env); other: logs, checkpoints, eval
+CATEGORIES = ("inference", "env", "buffer", "update", "comm", "loop", "other")
 
 
 @dataclass(frozen=True)

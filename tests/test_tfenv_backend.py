@@ -1,4 +1,5 @@
-"""`env: {backend: tensorflow}`: validated, built into env fragments, and trained under several policies."""
+"""`env: {backend: tensorflow}`: validated, built (env fragments, or one fused graph under
+`single`), and trained under several policies."""
 
 from __future__ import annotations
 
@@ -57,8 +58,13 @@ def test_runs_with_the_in_graph_env(tmp_path, policy, workers):
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    env_module = next((tmp_path / "build").glob("*/*/env*.py")).read_text()
-    assert "HostTFEnv(" in env_module and "VectorEnv(" not in env_module
+    package = next((tmp_path / "build").glob("*/ppo_cartpole"))
+    if policy == "single":  # the whole iteration is one compiled graph: no env fragment
+        assert not list(package.glob("env*.py"))
+        assert "tf.while_loop(" in (package / "agent.py").read_text()
+    else:  # env fragments step the in-graph env from the host
+        env_module = next(package.glob("env*.py")).read_text()
+        assert "HostTFEnv(" in env_module and "VectorEnv(" not in env_module
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and rows[-1]["episodes"] > 0
     assert 8 <= rows[-1]["mean_return"] <= 100  # random-ish CartPole play, counted through the in-graph env

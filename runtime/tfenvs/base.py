@@ -44,6 +44,8 @@ class TFEnv(tf.Module):
     :meth:`_dynamics` and :meth:`_observe`.
     """
 
+    _TF_MODULE_IGNORED_PROPERTIES = tf.Module._TF_MODULE_IGNORED_PROPERTIES | {"_drain_fn"}
+
     env_id: ClassVar[str]
     default_max_episode_steps: ClassVar[int]
     state_size: ClassVar[int]  # physical state per env
@@ -89,6 +91,7 @@ class TFEnv(tf.Module):
             self._ring_lengths = tf.Variable(tf.zeros([cap + 1], tf.int32), trainable=False, name="ring_lengths")
             self.episodes_total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="episodes_total")
             self._episodes_drained = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="episodes_drained")
+        self._drain_fn = None
 
     # ----------------------------------------------------------------- subclass hooks
 
@@ -262,15 +265,23 @@ class TFEnv(tf.Module):
         s = tf.reduce_sum(tf.where(mask, returns, tf.zeros_like(returns)))
         return tf.where(k > 0, s / tf.cast(tf.maximum(k, 1), tf.float32), tf.constant(float("nan")))
 
+    def _drain(self) -> tuple[tf.Tensor, ...]:
+        returns, lengths, total = self.completed_episodes()
+        drained = self._episodes_drained.read_value()
+        with tf.control_dependencies([drained]):
+            self._episodes_drained.assign(total)
+        return returns, lengths, total, drained
+
     def drain_episodes(self) -> list[tuple[float, int]]:
         """(Eager only.) Episodes ``(return, length)`` completed since the previous call, oldest first.
 
         If more than ``episode_capacity`` completed meanwhile, only the newest are returned.
         """
-        returns, lengths, total = (t.numpy() for t in self.completed_episodes())
+        if self._drain_fn is None:  # one compiled call instead of a dozen eager ops (1.5 -> 0.4 ms)
+            self._drain_fn = tf.function(self._drain, autograph=False)
+        returns, lengths, total, drained = (t.numpy() for t in self._drain_fn())
         kept = min(int(total), self.episode_capacity)
-        new = min(int(total - self._episodes_drained.numpy()), kept)
-        self._episodes_drained.assign(total)
+        new = min(int(total - drained), kept)
         return [(float(r), int(n)) for r, n in zip(returns[kept - new : kept], lengths[kept - new : kept], strict=True)]
 
     def __repr__(self) -> str:

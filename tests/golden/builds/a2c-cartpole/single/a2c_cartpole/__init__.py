@@ -2,4 +2,7 @@
 # spec sha256 6cfdbfa4d6f93fcbc1a1821f0c99eab88b519d75324f41de3ed3fe2c6e9f2806
 # Policy single on 1 worker(s); package of the generated fragments.
 # Do not edit: change the spec and run `rlgen build` again.
-"""Generated fragments of `a2c-cartpole` (see plan.json and fdg.dot next to this package)."""
+"""Generated fragments of `a2c-cartpole`.
+
+See plan.json and fdg.dot next to this package.
+"""

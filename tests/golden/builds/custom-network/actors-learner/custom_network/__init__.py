@@ -2,4 +2,7 @@
 # spec sha256 15a58d3eee0d0832709e6c6bd0be6f5cb83ee8d5e7e386b2321df585d5febba6
 # Policy actors-learner on 3 worker(s); package of the generated fragments.
 # Do not edit: change the spec and run `rlgen build` again.
-"""Generated fragments of `custom-network` (see plan.json and fdg.dot next to this package)."""
+"""Generated fragments of `custom-network`.
+
+See plan.json and fdg.dot next to this package.
+"""

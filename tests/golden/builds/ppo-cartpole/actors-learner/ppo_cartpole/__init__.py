@@ -2,4 +2,7 @@
 # spec sha256 1201403f15201b43ec7456706776590a63dcceb781660e51e5cf597219623394
 # Policy actors-learner on 3 worker(s); package of the generated fragments.
 # Do not edit: change the spec and run `rlgen build` again.
-"""Generated fragments of `ppo-cartpole` (see plan.json and fdg.dot next to this package)."""
+"""Generated fragments of `ppo-cartpole`.
+
+See plan.json and fdg.dot next to this package.
+"""

@@ -2,4 +2,7 @@
 # spec sha256 a509a200ef1889819bcd817f86ad62c2348d58c13e7164f4046a7ca10765930a
 # Policy multi-learner on 2 worker(s); package of the generated fragments.
 # Do not edit: change the spec and run `rlgen build` again.
-"""Generated fragments of `ppo-pendulum` (see plan.json and fdg.dot next to this package)."""
+"""Generated fragments of `ppo-pendulum`.
+
+See plan.json and fdg.dot next to this package.
+"""
