@@ -75,7 +75,7 @@ METHODS: dict[str, dict[str, Method]] = {
         )
     },
     "replay": {
-        "insert": _m("insert", "obs:obs action:action reward:reward next_obs:obs terminated:flag"),
+        "insert": _m("insert", "obs:obs action:action reward:reward next_obs:obs terminated:flag truncated:flag"),
         "sample": _m("sample", "", "batch:batch"),
     },
     "ppo": {"update": _UPDATE_ON_POLICY},

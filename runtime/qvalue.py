@@ -37,6 +37,13 @@ class Exploration:
             return float(self.final)
         return float(self.initial + max(progress, 0.0) * (self.final - self.initial) / self.fraction)
 
+    def epsilon(self, progress: tf.Tensor) -> tf.Tensor:
+        """The same schedule in TensorFlow ops (for a compiled acting step)."""
+        if self.fraction <= 0.0:
+            return tf.constant(self.final, tf.float32)
+        done = tf.clip_by_value(tf.cast(progress, tf.float32) / self.fraction, 0.0, 1.0)
+        return self.initial + done * (self.final - self.initial)
+
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None) -> Exploration:
         """From a spec's ``exploration`` mapping ``{initial, final, fraction}`` (missing keys: defaults)."""
@@ -83,6 +90,23 @@ class QNetwork(tf.Module):
     def reseed(self, seed: int) -> None:
         """Restart the exploration stream from ``seed``."""
         self.generator.reset_from_seed(seed)
+
+    def policy(self, epsilon: float = 0.0) -> QPolicy:
+        """This network as a policy with the interface of :class:`rlgen.runtime.policies.Policy`
+        (for evaluation and the exported SavedModel)."""
+        return QPolicy(self, epsilon)
+
+
+class QPolicy(tf.Module):
+    """``act(obs, deterministic) -> (action,)`` of a :class:`QNetwork`: greedy when
+    deterministic, else ε-greedy with a fixed ``epsilon``."""
+
+    def __init__(self, q: QNetwork, epsilon: float = 0.0) -> None:
+        super().__init__(name="q_policy")
+        self.q, self.epsilon = q, float(epsilon)
+
+    def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor]:
+        return (self.q.greedy(obs) if deterministic else self.q.act(obs, self.epsilon),)
 
 
 class QActor:

@@ -51,6 +51,7 @@ class ReplayBuffer:
         action_shape: Sequence[int] = (),
         action_dtype: type[np.generic] | np.dtype = np.int32,
         num_envs: int = 1,
+        seed: int | None = None,
     ) -> None:
         if capacity < 1 or num_envs < 1:
             raise ValueError("capacity and num_envs must be >= 1")
@@ -68,6 +69,8 @@ class ReplayBuffer:
         self.pos = 0  # next slot to write
         self.size = 0  # transitions stored (<= capacity)
         self.inserted = 0  # valid transitions ever inserted
+        self.rng = np.random.default_rng(seed)  # sampling, unless a call passes its own
+        self._prev_done = np.zeros(self.num_envs, bool)  # for :meth:`record`
 
     def __len__(self) -> int:
         return self.size
@@ -120,18 +123,38 @@ class ReplayBuffer:
         self.inserted += count
         return count
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Transitions:
+    def record(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> int:
+        """:meth:`insert` one vector step, telling reset steps by the previous step's flags.
+
+        A row is a reset step (no transition) when that env's previous recorded step
+        ended an episode (``terminated or truncated``), as
+        :class:`rlgen.runtime.buffers.RolloutBuffer` does; this is how generated code
+        inserts, so a spec's ``replay.insert`` needs no ``valid`` argument.
+        """
+        valid = ~self._prev_done
+        self._prev_done = np.logical_or(terminated, truncated)
+        return self.insert(obs, action, reward, next_obs, terminated, valid)
+
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None) -> Transitions:
         """``batch_size`` transitions drawn uniformly with replacement, fields ``[batch, ...]``."""
         return self._gather(self._indices((int(batch_size),), rng))
 
-    def sample_many(self, n_batches: int, batch_size: int, rng: np.random.Generator) -> Transitions:
+    def sample_many(self, n_batches: int, batch_size: int, rng: np.random.Generator | None = None) -> Transitions:
         """``n_batches`` independent minibatches stacked as ``[n_batches, batch_size, ...]``."""
         return self._gather(self._indices((int(n_batches), int(batch_size)), rng))
 
-    def _indices(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    def _indices(self, shape: tuple[int, ...], rng: np.random.Generator | None) -> np.ndarray:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        return rng.integers(0, self.size, size=shape)
+        return (rng or self.rng).integers(0, self.size, size=shape)
 
     def _gather(self, index: np.ndarray) -> Transitions:
         # ``take`` of a flat index then reshape is faster than fancy indexing with a 2-D index
