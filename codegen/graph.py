@@ -77,10 +77,15 @@ class _Shapes:
         return tuple(out)
 
     def sampled(self, fields: tuple[tuple[str, str], ...], size: int) -> tuple[Tensor, ...]:
+        """A minibatch of ``size`` stored transitions (rlgen.runtime.replay.Transitions):
+        every inserted field but ``truncated`` (it only marks reset steps, which are not
+        stored); flags become float32 0/1."""
         out = []
         for fname, ftype in fields:
+            if fname == "truncated":
+                continue
             dtype, shape = self.per_env(ftype)
-            out.append(Tensor(fname, dtype, (size, *shape)))
+            out.append(Tensor(fname, "float32" if ftype == "flag" else dtype, (size, *shape)))
         return tuple(out)
 
 

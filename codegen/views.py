@@ -14,9 +14,13 @@ from rlgen.codegen.passes import Context, component_weights
 from rlgen.dsl.spec import resolved
 
 #: Component kinds ``rlgen build`` generates code for (others are refused with a message).
-SUPPORTED_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c"})
-#: Output-layer gain per component kind (Stable-Baselines3: 0.01 policy head, 1.0 value head).
-HEAD_GAIN = {"policy": 0.01, "value": 1.0}
+SUPPORTED_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c", "qvalue", "replay", "dqn"})
+#: Output-layer gain per component kind (Stable-Baselines3: 0.01 policy head, 1.0 value and Q heads).
+HEAD_GAIN = {"policy": 0.01, "value": 1.0, "qvalue": 1.0}
+#: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.
+DQN_KEYS = ("lr", "gamma", "tau", "double", "max_grad_norm", "optimizer")
+#: The module whose METRICS name a learner kind's metrics vector.
+METRICS_MODULE = {"ppo": "ppo", "a2c": "ppo", "dqn": "dqn"}
 #: A2C is PPO's update with one epoch over the whole rollout and no clipping:
 #: at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient.
 A2C_AS_PPO = {"epochs": 1, "clip": 1.0e9, "clip_value": None}
@@ -100,11 +104,13 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
     for i, name in enumerate(comps):
         comp = spec.components[name]
         entry: dict[str, Any] = {"attr": name, "kind": comp.kind, "seed": 100 + i}
-        if comp.kind in ("policy", "value"):
+        if comp.kind in ("policy", "value", "qvalue"):
             net = comp.get("network")
             if net not in nets:
                 nets.append(net)
             entry["network"] = net
+            if comp.kind == "qvalue":
+                entry["exploration"] = plain["components"][name]["exploration"]
             if comp.kind == "policy":
                 entry["kwargs"] = {
                     "distribution": comp.get("distribution"),
@@ -112,6 +118,19 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
                 }
         elif comp.kind == "rollout":
             entry["length"] = buffer_len[name]
+        elif comp.kind == "replay":
+            samples = any(graph.node(n).component == name and graph.node(n).method == "sample" for n in frag.nodes)
+            entry.update(
+                capacity=int(comp.get("capacity")),
+                batch_size=int(comp.get("batch_size")),
+                stage=None if samples else buffer_len[name],  # an actor's side: stage, send to the learner
+            )
+        elif comp.kind == "dqn":
+            entry.update(
+                q=comp.get("q"),
+                config={k: plain["components"][name][k] for k in DQN_KEYS if k in plain["components"][name]},
+                reduce=reduce,
+            )
         elif comp.kind in ("ppo", "a2c"):
             buffer = next(e.name for e in graph.edges if e.type == "buffer")
             entry.update(
@@ -125,7 +144,7 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
     out_sizes = {}
     for name in comps:
         comp = spec.components[name]
-        if comp.kind in ("policy", "value"):
+        if comp.kind in ("policy", "value", "qvalue"):
             act = ctx.spaces.action
             size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
             out_sizes.setdefault(comp.get("network"), (size, HEAD_GAIN[comp.kind]))
@@ -257,6 +276,10 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
         if edge.type == "buffer":
             for t in edge.parts:
                 signature.append(_tensor(t.with_batch(frag.batch), prefix=value))
+        elif edge.type == "batch":  # K sampled minibatches, one gradient step each
+            k = gradient_steps(fdg, step.block)
+            for t in edge.parts:
+                signature.append({**_tensor(t, prefix=value), "shape": [k, *t.shape], "axis": None})
         else:
             signature.append(_tensor(edge.parts[0].with_batch(frag.batch)))
     calls = []
@@ -271,10 +294,16 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
             "inputs": list(node.inputs),
             "outputs": list(node.outputs),
         }
-        if kind in ("ppo", "a2c") and node.method == "update":
-            buffer = node.inputs[0]
-            call["buffer_parts"] = [f"{buffer}_{t.name}" for t in graph.edge(buffer).parts]
+        if kind in ("ppo", "a2c", "dqn") and node.method == "update":
+            data = node.inputs[0]
+            call["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
+        if (kind in ("ppo", "a2c", "dqn") and node.method == "update") or kind == "qvalue":
             signature.append({"name": "progress", "dtype": "float32", "shape": [], "axis": None})
+        if kind == "qvalue":
+            call["exploration"] = resolved(ctx.spec)["components"][node.component]["exploration"]
+        if kind == "replay" and node.method == "sample":
+            comp = ctx.spec.components[node.component]
+            call["batches"], call["batch_size"] = gradient_steps(fdg, node.block), int(comp.get("batch_size"))
         if kind == "rollout" and node.method == "insert":
             call["inputs"] = list(node.inputs) + ["0.0"] * (7 - len(node.inputs))
         calls.append(call)
@@ -292,6 +321,18 @@ def _step_view(fdg: FDG, ctx: Context, frag: Fragment, step) -> dict[str, Any]:
         # (and may hold Horovod ops).
         "jit": step.kind == "loop" or not any(c["method"] in ("update", "sync_target") for c in calls),
     }
+
+
+def gradient_steps(fdg: FDG, block: str) -> int:
+    """How many minibatches one ``replay.sample()`` call of ``block`` draws: the block's
+    ``repeat`` when the block is just ``sample`` then ``update`` (its K gradient steps then
+    run in one compiled call on K minibatches drawn at once, as nothing is inserted in
+    between), else 1."""
+    graph = fdg.graph
+    nodes = [n for n in graph.nodes if n.block == block]
+    if [n.method for n in nodes] == ["sample", "update"] and nodes[1].inputs == nodes[0].outputs:
+        return graph.block(block).repeat
+    return 1
 
 
 def transfer_groups(transfers) -> list[tuple[Transfer, ...]]:
@@ -378,6 +419,7 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
         for t in ts
         if t.dst in names and any(e.name == t.value and e.type == "buffer" for e in graph.edges)
     }
+    replays = frozenset(n for n, c in ctx.spec.components.items() if c.kind == "replay")
     blocks = []
     for block in graph.blocks:
         items = []
@@ -386,17 +428,21 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
                 frag, step = step_at[node.id]
                 items.append(_call_item(fdg, frag, step, received_buffers))
             for group in transfer_groups(transfers_at.get(node.id, [])):
-                items.append(_transfer_item(group, names, graph))
+                items.append(_transfer_item(group, names, graph, replays))
         carry = [(dst, src) for dst, src in block.carry if dst in known and src in known]
-        after = [_transfer_item(g, names, graph) for g in transfer_groups(transfers_at.get(f"after:{block.name}", []))]
+        k = gradient_steps(fdg, block.name)
+        after = [
+            _transfer_item(g, names, graph, replays)
+            for g in transfer_groups(transfers_at.get(f"after:{block.name}", []))
+        ]
         blocks.append(
             {
                 "name": block.name,
-                "repeat": block.repeat,
+                "repeat": 1 if k > 1 else block.repeat,
                 "every": block.every,
                 "after": block.after,
                 "path": block.path,
-                "note": None,
+                "note": f"block {block.name}: {k} gradient steps in one compiled call" if k > 1 and items else None,
                 "ops": items,
                 "carry": carry,
                 "after_ops": after,
@@ -433,6 +479,9 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
         "env_frag": next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         "learner_frag": learner_frag.name if learner_frag else None,
         "policy_attr": _policy_of_learner(fdg, ctx, learner_frag) if learner_frag else None,
+        "policy_call": bool(learner_frag) and _learner_kind(fdg, ctx, learner_frag) == "dqn",
+        "learner_attr": _learner_of(fdg, learner_frag) if learner_frag else None,
+        "metrics_module": METRICS_MODULE.get(_learner_kind(fdg, ctx, learner_frag)) if learner_frag else None,
         "replicated_learner": bool(learner_frag) and len([r for r in fdg.ranks if r.role == role]) > 1,
         "fragments": [
             {
@@ -448,6 +497,10 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
         "blocks": blocks,
         "start": start,
         "metrics": "metrics" in known,
+        "metrics_conditional": any(
+            (b["every"] > 1 or b["after"] > 0) and any("metrics" in op.get("outputs", ()) for op in b["ops"])
+            for b in blocks
+        ),
         "uses_progress": uses_progress,
         "uses_iteration": any(b.every > 1 for b in graph.blocks if b.name != "init"),
     }
@@ -457,14 +510,19 @@ def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
     return any(fdg.graph.node(n).method == "update" for n in frag.nodes)
 
 
+def _learner_of(fdg: FDG, frag: Fragment) -> str:
+    """The attribute (component name) of the learner in ``frag``."""
+    return next(fdg.graph.node(n).component for n in frag.nodes if fdg.graph.node(n).method == "update")
+
+
+def _learner_kind(fdg: FDG, ctx: Context, frag: Fragment) -> str:
+    return ctx.spec.components[_learner_of(fdg, frag)].kind
+
+
 def _policy_of_learner(fdg: FDG, ctx: Context, frag: Fragment) -> str | None:
-    """The attribute (component name) of the policy trained by the learner in ``frag``."""
-    for n in frag.nodes:
-        node = fdg.graph.node(n)
-        comp = ctx.spec.components.get(node.target.split(".")[0])
-        if node.method == "update" and comp is not None and comp.get("policy"):
-            return comp.get("policy")
-    return None
+    """The attribute (component name) of the policy (or Q-network) trained by the learner in ``frag``."""
+    comp = ctx.spec.components[_learner_of(fdg, frag)]
+    return comp.get("policy") or comp.get("q")
 
 
 def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
@@ -502,13 +560,16 @@ def _call_item(fdg: FDG, frag: Fragment, step, received_buffers: set[str]) -> di
     args = []
     for value in step.inputs:
         edge = fdg.graph.edge(value)
-        if edge.type != "buffer":
+        if edge.type == "batch":
+            args.append({"star": value})
+        elif edge.type != "buffer":
             args.append({"name": value})
         elif value in received_buffers:
             args.append({"star": value})
         else:
             args.append({"rollout": value, "frag": frag.name})
-    if any(fdg.graph.node(n).method == "update" for n in step.nodes) and step.kind in ("compute", "loop"):
+    acts = any(fdg.graph.node(n).kind == "qvalue" for n in step.nodes)  # ε follows training progress
+    if (acts or any(fdg.graph.node(n).method == "update" for n in step.nodes)) and step.kind in ("compute", "loop"):
         args.append({"name": "progress"})
     return {
         "type": "step",
@@ -532,7 +593,9 @@ def _lap_category(fdg: FDG, step) -> str:
     return "update" if methods & {"update", "sync_target"} else "inference"
 
 
-def _transfer_item(group: tuple[Transfer, ...], names: set[str], graph) -> dict[str, Any]:
+def _transfer_item(
+    group: tuple[Transfer, ...], names: set[str], graph, replays: frozenset = frozenset()
+) -> dict[str, Any]:
     """One line of the rank loop for a group of transfers (one collective)."""
     t = group[0]
     if t.op == "broadcast":
@@ -552,4 +615,6 @@ def _transfer_item(group: tuple[Transfer, ...], names: set[str], graph) -> dict[
         "targets": [m.value for m in group],
         "op": t.op,
         "peer": t.src,
+        # a replay buffer lives with the learner: what actors collected goes straight in
+        "store": [m.value for m in group if m.value in replays],
     }

@@ -143,6 +143,11 @@ class ReplayBuffer:
         self._prev_done = np.logical_or(terminated, truncated)
         return self.insert(obs, action, reward, next_obs, terminated, valid)
 
+    def record_many(self, *steps: np.ndarray) -> int:
+        """:meth:`record` ``T`` vector steps given as ``[T, B, ...]`` arrays (what an actor's
+        :class:`TransitionStage` sends), in order; returns how many transitions were stored."""
+        return sum(self.record(*(x[t] for x in steps)) for t in range(len(steps[0])))
+
     def sample(self, batch_size: int, rng: np.random.Generator | None = None) -> Transitions:
         """``batch_size`` transitions drawn uniformly with replacement, fields ``[batch, ...]``."""
         return self._gather(self._indices((int(batch_size),), rng))
@@ -165,3 +170,53 @@ class ReplayBuffer:
     def transitions(self) -> Transitions:
         """Every stored transition (fields ``[size, ...]``, in storage order; copies)."""
         return Transitions(*(x[: self.size].copy() for x in self._data))
+
+
+class TransitionStage:
+    """An actor's side of a replay buffer that lives with the learner (``actors-learner``).
+
+    :meth:`record` keeps the ``length`` vector steps of one collection block as they were
+    inserted; :meth:`rollout` hands them over as ``[length, B, ...]`` arrays, which the
+    learner passes to :meth:`ReplayBuffer.record_many` (reset steps are told apart there).
+    """
+
+    def __init__(
+        self,
+        length: int,
+        num_envs: int,
+        obs_shape: Sequence[int],
+        action_shape: Sequence[int] = (),
+        action_dtype: type[np.generic] | np.dtype = np.int32,
+    ) -> None:
+        tb = (int(length), int(num_envs))
+        obs_shape, action_shape = tuple(obs_shape), tuple(action_shape)
+        self._rows = (
+            np.zeros(tb + obs_shape, np.float32),
+            np.zeros(tb + action_shape, action_dtype),
+            np.zeros(tb, np.float32),
+            np.zeros(tb + obs_shape, np.float32),
+            np.zeros(tb, bool),
+            np.zeros(tb, bool),
+        )
+        self.length, self.pos = tb[0], 0
+
+    def record(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        if self.pos == self.length:
+            self.pos = 0
+        for store, x in zip(self._rows, (obs, action, reward, next_obs, terminated, truncated), strict=True):
+            store[self.pos] = x
+        self.pos += 1
+
+    def rollout(self) -> tuple[np.ndarray, ...]:
+        """The ``length`` recorded steps: obs, action, reward, next_obs, terminated, truncated."""
+        if self.pos != self.length:
+            raise RuntimeError(f"transition stage holds {self.pos} of {self.length} steps")
+        return self._rows

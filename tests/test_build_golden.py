@@ -11,7 +11,7 @@ import sys
 import pytest
 from buildcases import CASES, IDS, build_case
 
-from rlgen.api import validate_file
+from rlgen.api import validate_file, validate_text
 from rlgen.codegen.build import BuildError, build
 from rlgen.codegen.render import RUFF_CHECK, RUFF_FORMAT, ruff_command
 
@@ -43,8 +43,11 @@ def test_build_is_deterministic():
 
 
 def test_unsupported_component_kinds_are_refused_with_a_message():
-    result = validate_file(ROOT / "examples" / "dqn-cartpole.rl.yaml")
-    with pytest.raises(BuildError, match="does not generate code for component kind"):
+    """A custom component kind validates (its methods are declared) but has no code generator."""
+    text = (ROOT / "tests" / "corpus" / "invalid" / "48-custom-component.rl.yaml").read_text()
+    result = validate_text(text.replace("learner.update(buffer) -> metrics", "learner.update(buffer, obs) -> metrics"))
+    assert result.ok, [d.message for d in result.diagnostics]
+    with pytest.raises(BuildError, match="does not generate code for component kind.s. custom"):
         build(result)
 
 
