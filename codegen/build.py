@@ -70,6 +70,14 @@ def render_build(result: Result, spec_file: str) -> Build:
             "`rlgen validate` accepts the spec, and `rlgen graph` shows its FDG"
         )
     spec = ctx.spec
+    for name, net in spec.networks.items():
+        heads = [h[0] for h in views.network_heads(ctx, name)]
+        if net.kind != "mlp" and len(heads) > 1:
+            raise BuildError(
+                f"network {name} is custom (kind: {net.kind}) and read by {', '.join(heads)}: a custom network "
+                "has one output, so it cannot carry one head per component; give each component its own "
+                "network, or use kind: mlp (which shares its torso and adds one head per component)"
+            )
     meta = {
         "version": __version__,
         "spec_file": spec_file,

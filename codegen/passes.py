@@ -239,11 +239,27 @@ def network_size(ctx: Context, network: str, output_size: int) -> int | None:
     return sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True))
 
 
+#: Output-layer init gain of each head kind (Stable-Baselines3: 0.01 policy, 1.0 value and Q heads).
+HEAD_GAIN = {"policy": 0.01, "value": 1.0, "qvalue": 1.0}
+
+
+def network_heads(ctx: Context, network: str) -> list[tuple[str, int, float]]:
+    """``(component, outputs, init gain)`` of each component reading ``network``, in spec
+    order: a network shared by a policy and a value has two heads on one torso."""
+    act = ctx.spaces.action
+    heads = []
+    for name, comp in ctx.spec.components.items():
+        if comp.kind in HEAD_GAIN and comp.get("network") == network:
+            size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
+            heads.append((name, size, HEAD_GAIN[comp.kind]))
+    return heads
+
+
 def component_weights(ctx: Context, component: str) -> tuple[Tensor, ...]:
     """The variables of a policy / value / qvalue component, one flat tensor per network."""
     comp = ctx.spec.components[component]
     act = ctx.spaces.action
-    out_size = {"value": 1}.get(comp.kind, act.n if act.kind == "discrete" else math.prod(act.shape))
+    out_size = sum(size for _, size, _ in network_heads(ctx, comp.get("network")))
     parts = [Tensor(comp.get("network"), "float32", (network_size(ctx, comp.get("network"), out_size),))]
     if comp.kind == "policy" and act.kind == "box" and comp.get("distribution") != "categorical":
         parts.append(Tensor(f"{component}_log_std", "float32", (math.prod(act.shape),)))

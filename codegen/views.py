@@ -10,13 +10,11 @@ import math
 from typing import Any
 
 from rlgen.codegen.ir import FDG, Fragment, Tensor, Transfer
-from rlgen.codegen.passes import Context, component_weights
+from rlgen.codegen.passes import Context, component_weights, network_heads
 from rlgen.dsl.spec import resolved
 
 #: Component kinds ``rlgen build`` generates code for (others are refused with a message).
 SUPPORTED_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c", "qvalue", "replay", "dqn"})
-#: Output-layer gain per component kind (Stable-Baselines3: 0.01 policy head, 1.0 value and Q heads).
-HEAD_GAIN = {"policy": 0.01, "value": 1.0, "qvalue": 1.0}
 #: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.
 DQN_KEYS = ("lr", "gamma", "tau", "double", "max_grad_norm", "optimizer")
 #: The module whose METRICS name a learner kind's metrics vector.
@@ -141,23 +139,26 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
                 reduce=reduce,
             )
         components.append(entry)
-    out_sizes = {}
-    for name in comps:
-        comp = spec.components[name]
-        if comp.kind in ("policy", "value", "qvalue"):
-            act = ctx.spaces.action
-            size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
-            out_sizes.setdefault(comp.get("network"), (size, HEAD_GAIN[comp.kind]))
-    networks = [
-        {
-            "attr": n,
-            "config": plain["networks"][n],
-            "output_size": out_sizes[n][0],
-            "gain": out_sizes[n][1],
-            "seed": 1 + sorted(spec.networks).index(n),
-        }
-        for n in sorted(nets)
-    ]
+    networks = []
+    for n in sorted(nets):
+        heads = network_heads(ctx, n)
+        sizes, gains = [h[1] for h in heads], [h[2] for h in heads]
+        networks.append(
+            {
+                "attr": n,
+                "config": plain["networks"][n],
+                "output_size": sizes if len(heads) > 1 else sizes[0],
+                "gain": gains if len(heads) > 1 else gains[0],
+                "seed": 1 + sorted(spec.networks).index(n),
+            }
+        )
+        if len(heads) > 1:  # a shared torso: each component reads its own head
+            start = 0
+            for comp_name, size, _ in heads:
+                entry = next((c for c in components if c["attr"] == comp_name), None)
+                if entry is not None:
+                    entry["head"] = (start, start + size) if entry["kind"] == "policy" else start
+                start += size
     weights = [n for n in sorted(nets)]
     log_std = [c["attr"] for c in components if c["kind"] == "policy" and _gaussian(ctx, c["attr"])]
     return {

@@ -60,6 +60,33 @@ def he_normal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) 
 
 INITIALIZERS = {"orthogonal": orthogonal, "glorot_uniform": glorot_uniform, "he_normal": he_normal}
 
+OutputSize = int | Sequence[int]
+OutputGain = float | Sequence[float]
+
+
+def output_heads(output_size: OutputSize, output_gain: OutputGain = 1.0) -> tuple[tuple[int, float], ...]:
+    """Normalise ``output_size``/``output_gain`` to one ``(size, gain)`` pair per output head.
+
+    A scalar size is one head; a sequence of sizes is one head per entry. A scalar
+    gain applies to every head; a sequence of gains must have one entry per head.
+    """
+    sizes = (output_size,) if np.ndim(output_size) == 0 else tuple(output_size)
+    gains = (output_gain,) * len(sizes) if np.ndim(output_gain) == 0 else tuple(output_gain)
+    if not sizes:
+        raise ValueError("a network needs at least one output head")
+    if len(gains) != len(sizes):
+        raise ValueError(f"{len(gains)} output gains for {len(sizes)} output heads (sizes {list(sizes)})")
+    heads = tuple((int(n), float(g)) for n, g in zip(sizes, gains, strict=True))
+    if any(n < 1 for n, _ in heads):
+        raise ValueError(f"output head sizes must be >= 1, got {[n for n, _ in heads]}")
+    return heads
+
+
+def head_slices(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """``(start, stop)`` of each head in the concatenated outputs, for heads of ``sizes``."""
+    stops = np.cumsum([int(n) for n in sizes]).tolist()
+    return tuple(zip([0, *stops[:-1]], stops, strict=True))
+
 
 class Dense(tf.Module):
     """``y = x @ w + b`` with zero-initialised bias."""
@@ -79,16 +106,25 @@ class MLP(tf.Module):
     With ``init="orthogonal"`` (the default, as Stable-Baselines3): hidden layers get
     gain ``sqrt(2)``, the output layer ``output_gain`` (0.01 for a policy head, 1.0
     for a value head). Other initialisers ignore the gains except ``output_gain``.
+
+    Several heads on one torso (a policy and a value sharing the network, as SB3's
+    shared ``net_arch``): ``output_size`` and ``output_gain`` may be sequences, one
+    entry per head. The heads' outputs are concatenated in that order (``head_slices``
+    gives each head's ``(start, stop)``); ``self.output_size`` is their total. The
+    heads are stored as one fused :class:`Dense` ``head`` whose column blocks are
+    initialised separately, each with its own gain: the same parameters, gradients
+    and optimiser updates as separate linear layers, in one matmul. A single head
+    draws exactly the weights it always did.
     """
 
     def __init__(
         self,
         input_shape: Sequence[int],
         hidden: Sequence[int],
-        output_size: int,
+        output_size: OutputSize,
         activation: str = "tanh",
         init: str = "orthogonal",
-        output_gain: float = 1.0,
+        output_gain: OutputGain = 1.0,
         seed: int = 0,
         name: str | None = None,
     ) -> None:
@@ -99,7 +135,11 @@ class MLP(tf.Module):
             raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
         self.input_shape = tuple(int(d) for d in input_shape)
         self.input_size = int(np.prod(self.input_shape, dtype=np.int64))
-        self.output_size = int(output_size)
+        heads = output_heads(output_size, output_gain)
+        self.head_sizes = tuple(n for n, _ in heads)
+        self.head_gains = tuple(g for _, g in heads)
+        self.head_slices = head_slices(self.head_sizes)
+        self.output_size = sum(self.head_sizes)
         self._activation = ACTIVATIONS[activation]
         rng = np.random.default_rng(seed)
         make = INITIALIZERS[init]
@@ -109,7 +149,8 @@ class MLP(tf.Module):
             Dense(make(n_in, n_out, hidden_gain, rng), name=f"hidden_{i}")
             for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
         ]
-        self.head = Dense(make(sizes[-1], self.output_size, output_gain, rng), name="head")
+        blocks = [make(sizes[-1], n, gain, rng) for n, gain in heads]
+        self.head = Dense(np.concatenate(blocks, axis=1), name="head")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         h = tf.reshape(tf.cast(x, tf.float32), [-1, self.input_size])
@@ -120,11 +161,11 @@ class MLP(tf.Module):
 
 def mlp(
     input_shape: Sequence[int],
-    output_size: int,
+    output_size: OutputSize,
     hidden: Sequence[int] = (64, 64),
     activation: str = "tanh",
     init: str = "orthogonal",
-    output_gain: float = 1.0,
+    output_gain: OutputGain = 1.0,
     seed: int = 0,
 ) -> MLP:
     """:class:`MLP` with the custom-network factory signature (``input_shape, output_size``)."""
@@ -147,8 +188,8 @@ def import_callable(ref: str) -> Callable[..., Any]:
 def build_network(
     config: Mapping[str, Any],
     input_shape: Sequence[int],
-    output_size: int,
-    output_gain: float = 1.0,
+    output_size: OutputSize,
+    output_gain: OutputGain = 1.0,
     seed: int = 0,
     name: str | None = None,
 ) -> tf.Module:
@@ -158,8 +199,18 @@ def build_network(
     ``{kind: custom, impl: "pkg.mod:factory", args}`` calls
     ``factory(tuple(input_shape), output_size, **args)``, which must return a
     ``tf.Module`` mapping ``[B, *input_shape]`` to ``[B, output_size]``.
+
+    A network shared by several components gets one output head per component:
+    pass ``output_size`` and ``output_gain`` as sequences (e.g. ``(n_actions, 1)``
+    and ``(0.01, 1.0)`` for a policy and a value on one torso); the outputs are the
+    heads' outputs concatenated in that order (see :func:`head_slices`). Only
+    ``kind: mlp`` supports several heads: a custom factory's protocol has one output
+    size and no gain, so several heads for it raise ``ValueError`` (give each
+    component its own network instead). One head written as a one-entry sequence is
+    the same as a plain size.
     """
     kind = config.get("kind", "mlp")
+    heads = output_heads(output_size, output_gain)
     if kind == "mlp":
         return MLP(
             input_shape,
@@ -172,8 +223,14 @@ def build_network(
             name=name,
         )
     if kind == "custom":
+        if len(heads) > 1:
+            raise ValueError(
+                f"custom network {config.get('impl')!r} cannot have several output heads "
+                f"(sizes {[n for n, _ in heads]}): a factory returns one output of one size; "
+                "give each component its own network, or use kind: mlp to share one"
+            )
         factory = import_callable(config["impl"])
-        net = factory(tuple(int(d) for d in input_shape), int(output_size), **config.get("args", {}))
+        net = factory(tuple(int(d) for d in input_shape), heads[0][0], **config.get("args", {}))
         if not isinstance(net, tf.Module) or not net.trainable_variables:
             raise TypeError(
                 f"{config['impl']} must return a tf.Module with trainable tf.Variables, got {type(net).__name__}"

@@ -63,12 +63,22 @@ class ActionSpec:
         raise ValueError(f"unsupported action space {space!r}")
 
 
+def _network_outputs(network: tf.Module) -> int | None:
+    """The network's number of outputs, when it says (``output_size``, as :class:`MLP`)."""
+    size = getattr(network, "output_size", None)
+    return int(size) if isinstance(size, int | np.integer) else None
+
+
 class Policy(tf.Module):
     """A stochastic policy: network outputs -> categorical logits or Gaussian means.
 
     ``distribution`` is ``"auto"`` (from the action spec), ``"categorical"`` or
     ``"gaussian"``; the Gaussian has a state-independent ``log_std`` variable.
     Samples come from the policy's own seeded ``tf.random.Generator``.
+
+    ``outputs=(start, stop)`` reads only those network outputs (its head on a
+    network shared with a :class:`Value`, see
+    :func:`rlgen.runtime.networks.build_network`); the default reads all of them.
     """
 
     def __init__(
@@ -79,6 +89,7 @@ class Policy(tf.Module):
         log_std_init: float = 0.0,
         seed: int = 0,
         name: str | None = "policy",
+        outputs: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(name=name)
         if distribution == "auto":
@@ -87,7 +98,23 @@ class Policy(tf.Module):
             raise ValueError(f"unknown distribution {distribution!r}")
         if (distribution == "categorical") != action_spec.discrete:
             raise ValueError(f"{distribution} distribution does not fit {action_spec}")
+        total = _network_outputs(network)
+        if outputs is not None:
+            start, stop = (int(i) for i in outputs)
+            if not 0 <= start < stop or (total is not None and stop > total):
+                raise ValueError(f"outputs {outputs} is not a slice of the network's {total or '?'} outputs")
+            if stop - start != action_spec.num_outputs:
+                raise ValueError(
+                    f"outputs {outputs} hold {stop - start} values; {action_spec} needs {action_spec.num_outputs}"
+                )
+            outputs = (start, stop)
+        elif total is not None and total != action_spec.num_outputs:
+            raise ValueError(
+                f"the network has {total} outputs; {action_spec} needs {action_spec.num_outputs} "
+                "(pass outputs=(start, stop) to read the policy's head of a shared network)"
+            )
         self.network = network
+        self.outputs = outputs
         self.action_spec = action_spec
         self.kind = distribution
         self.generator = tf.random.Generator.from_seed(seed)
@@ -96,6 +123,8 @@ class Policy(tf.Module):
 
     def distribution(self, obs: tf.Tensor) -> Distribution:
         out = self.network(obs)
+        if self.outputs is not None:
+            out = out[..., self.outputs[0] : self.outputs[1]]
         if self.kind == "categorical":
             return Categorical(out)
         return DiagGaussian(out, self.log_std)
@@ -112,14 +141,31 @@ class Policy(tf.Module):
 
 
 class Value(tf.Module):
-    """A state-value function ``V(obs) -> [B]`` over a network with one output."""
+    """A state-value function ``V(obs) -> [B]`` over a network with one output.
 
-    def __init__(self, network: tf.Module, name: str | None = "value") -> None:
+    ``output=index`` reads that one output of a network with several (its head on
+    a network shared with a :class:`Policy`); the default squeezes the only one.
+    """
+
+    def __init__(self, network: tf.Module, name: str | None = "value", output: int | None = None) -> None:
         super().__init__(name=name)
+        total = _network_outputs(network)
+        if output is not None:
+            output = int(output)
+            if output < 0 or (total is not None and output >= total):
+                raise ValueError(f"output {output} is not one of the network's {total or '?'} outputs")
+        elif total is not None and total != 1:
+            raise ValueError(
+                f"the network has {total} outputs; pass output=index to read the value's head of a shared network"
+            )
         self.network = network
+        self.output = output
 
     def value(self, obs: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(self.network(obs), axis=-1)
+        out = self.network(obs)
+        if self.output is not None:
+            return out[..., self.output]
+        return tf.squeeze(out, axis=-1)
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
         return self.value(obs)
