@@ -99,8 +99,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"rlgen eval: error: {run_dir} is not a run directory ({exc})", file=sys.stderr)
         return EXIT_USAGE
-    if not (run_dir / "policy" / "saved_model.pb").is_file():
-        print(f"rlgen eval: error: {run_dir} has no exported policy (the run did not finish)", file=sys.stderr)
+    name = "policy-best" if args.best else "policy"
+    if not (run_dir / name / "saved_model.pb").is_file():
+        why = "no periodic evaluation ran (train.eval.every)" if args.best else "the run did not finish"
+        print(f"rlgen eval: error: {run_dir} has no {name}/ ({why})", file=sys.stderr)
         return EXIT_FAILED
     import os
 
@@ -109,7 +111,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from rlgen.runtime.evaluate import evaluate
 
-    policy = tf.saved_model.load(str(run_dir / "policy"))
+    policy = tf.saved_model.load(str(run_dir / name))
     returns = evaluate(lambda obs: policy.act(tf.constant(obs)).numpy(), doc["config"]["env"], args.episodes, args.seed)
     out = {
         "episodes": len(returns),
@@ -172,6 +174,9 @@ def register(sub, deploy_args) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--episodes", type=int, default=10, help="episodes (default 10)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the evaluation envs")
+    p.add_argument(
+        "--best", action="store_true", help="the policy of the best periodic evaluation (policy-best/), not the last"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_eval)
 

@@ -129,6 +129,7 @@ class Session:
         self._last_checkpoint_steps = 0
         self._last_eval_steps = 0
         self.last_eval: tuple[float, float] | None = None
+        self.best_eval: tuple[float, int] | None = None  # (mean return, env steps) of the best evaluation
         self.progress = Progress(config.total_steps, enabled=progress and rank == 0)
         (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "ranks" / f"{rank}.pid").write_text(f"{os.getpid()}\n")
@@ -193,6 +194,8 @@ class Session:
         self.lengths.extend(state.get("lengths", []))
         self.episodes = int(state.get("episodes", 0))
         self._elapsed_before = float(state.get("elapsed", 0.0))
+        if state.get("best_eval"):
+            self.best_eval = (float(state["best_eval"][0]), int(state["best_eval"][1]))
         self._last_checkpoint_steps = self._last_eval_steps = self.start_iteration * self.config.steps_per_iteration
         self.progress.note(f"resumed from {latest} at {self._last_checkpoint_steps} env steps")
 
@@ -328,6 +331,10 @@ class Session:
 
         returns = evaluate(self._act_fn(), self.config.env, self.config.eval_episodes, self.config.seed)
         self.last_eval = (float(returns.mean()), float(returns.std()))
+        if self.best_eval is None or self.last_eval[0] > self.best_eval[0]:
+            # off-policy learners in particular can get worse again: keep the best evaluated policy
+            self.best_eval = (self.last_eval[0], self.env_steps)
+            self._export_policy("policy-best")
         return {"eval_mean_return": self.last_eval[0], "eval_std_return": self.last_eval[1]}
 
     def _act_fn(self):
@@ -353,6 +360,7 @@ class Session:
             "lengths": list(self.lengths),
             "elapsed": self.elapsed,
             "checkpoint": Path(path).name,
+            "best_eval": list(self.best_eval) if self.best_eval else None,
         }
         _write_atomic(self.run_dir / "state.json", json.dumps(state))
         self._last_checkpoint_steps = self.env_steps
@@ -385,6 +393,7 @@ class Session:
             "env_steps": self.env_steps,
             "episodes": self.episodes,
             "mean_return": float(np.mean(self.returns)) if self.returns else None,
+            "best_eval": {"mean_return": self.best_eval[0], "env_steps": self.best_eval[1]} if self.best_eval else None,
             "elapsed": round(elapsed, 3),
             "run_dir": str(self.run_dir),
         }
@@ -409,7 +418,8 @@ class Session:
                 self._metrics_file.close()
             self._write_status("failed", {"error": reason, "rank": self.rank})
 
-    def _export_policy(self) -> None:
+    def _export_policy(self, name: str = "policy") -> None:
+        """Write the policy as a SavedModel with ``act(obs)`` to ``run_dir/name`` (atomically)."""
         import tensorflow as tf
 
         obs_shape = list(self.config.env.get("obs_shape", []))
@@ -424,8 +434,8 @@ class Session:
             def act(self, obs: tf.Tensor) -> tf.Tensor:
                 return self.policy.act(obs, deterministic=True)[0]
 
-        target = self.run_dir / "policy"
-        tmp = self.run_dir / ".policy.tmp"
+        target = self.run_dir / name
+        tmp = self.run_dir / f".{name}.tmp"
         tf.saved_model.save(ExportedPolicy(), str(tmp))
         if target.exists():
             import shutil

@@ -23,20 +23,21 @@ DQN = (ROOT / "examples" / "dqn-cartpole.rl.yaml").read_text()
 HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
 
 
-def spec(tmp_path: Path, num_envs: int = 2, learning_starts: int = 512) -> Path:
+def spec(tmp_path: Path, num_envs: int = 2, learning_starts: int = 512, eval_every: int = 0) -> Path:
     text = DQN.replace("  num_envs: 1 ", f"  num_envs: {num_envs} ", 1)
     text = re.sub(r"after: 1000 ", f"after: {learning_starts} ", text)
-    text = re.sub(r"eval: \{every: \d+", "eval: {every: 0", text)
+    text = re.sub(r"eval: \{every: \d+, episodes: \d+", f"eval: {{every: {eval_every}, episodes: 3", text)
     assert text.count(f"after: {learning_starts} ") == 2
     path = tmp_path / "dqn.rl.yaml"
     path.write_text(text)
     return path
 
 
-def run(tmp_path: Path, policy: str, workers: int, iterations: int) -> list[dict]:
+def run(tmp_path: Path, policy: str, workers: int, iterations: int, eval_every: int = 0) -> list[dict]:
     run_dir = tmp_path / f"run-{policy}"
+    path = spec(tmp_path, eval_every=eval_every)
     r = subprocess.run(
-        [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--policy", policy, "--workers", str(workers)]
+        [sys.executable, "-m", "rlgen", "run", str(path), "--policy", policy, "--workers", str(workers)]
         + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}")]
         + ["--iterations", str(iterations), "--quiet"],
         cwd=tmp_path,
@@ -50,12 +51,29 @@ def run(tmp_path: Path, policy: str, workers: int, iterations: int) -> list[dict
 
 
 def test_single_learns_from_replay_after_learning_starts(tmp_path):
-    rows = run(tmp_path, "single", 1, 6)
+    rows = run(tmp_path, "single", 1, 6, eval_every=1024)
     # blocks with `after: 512` start in the iteration that begins with 512 steps taken
     assert [r.get("loss") is not None for r in rows] == [False, True, True, True, True, True]
     assert rows[-1]["env_steps"] == 6 * 512
     assert rows[-1]["q"] > rows[1]["q"] > 0  # Q-values grow towards the discounted returns
-    assert (tmp_path / "run-single" / "policy" / "saved_model.pb").exists()
+    run_dir = tmp_path / "run-single"
+    assert (run_dir / "policy" / "saved_model.pb").exists()
+    # the best periodic evaluation is kept, with its policy
+    evals = [(r["eval_mean_return"], r["env_steps"]) for r in rows if "eval_mean_return" in r]
+    assert len(evals) == 3
+    best = max(evals, key=lambda e: e[0])  # the first of equals: only a better one replaces it
+    best = next(e for e in evals if e[0] == best[0])
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert (doc["best_eval"]["mean_return"], doc["best_eval"]["env_steps"]) == best
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "eval", str(run_dir), "--best", "--episodes", "3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["episodes"] == 3
 
 
 @pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
