@@ -12,7 +12,8 @@ stop target and periodic evaluation unchanged) and trains it in a fresh process 
 ``python -m rlgen run COPY --quiet --run-dir DIR --build-dir DIR2``, one run at a
 time. It then reads the run directory (``metrics.jsonl``, ``run.json``,
 ``state.json``) and, with ``--final-eval N`` (default 10), evaluates the exported
-policy with ``rlgen eval`` (deterministic, as the Zoo's benchmark). ``--no-stop`` drops
+policy with ``rlgen eval`` (deterministic, as the Zoo's benchmark), and the policy of
+the best periodic evaluation (``rlgen eval --best``). ``--no-stop`` drops
 ``train.stop`` from the copies, so every run trains for the whole budget and the final
 figures describe the agent at the budget (as the Zoo's) rather than at the target.
 
@@ -97,6 +98,8 @@ class SeedResult:
     last_eval_steps: int | None = None
     final_eval: float | None = None  # `rlgen eval` of the exported policy
     final_eval_std: float | None = None
+    best_eval: float | None = None  # `rlgen eval --best`: the policy of the best periodic evaluation
+    best_eval_std: float | None = None
     run_dir: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -192,18 +195,25 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def final_eval(result: SeedResult, run_dir: Path, episodes: int, timeout: float) -> None:
+def final_eval(result: SeedResult, run_dir: Path, episodes: int, timeout: float, best: bool = False) -> None:
+    """``rlgen eval`` of the exported policy (``best``: of ``policy-best/``, if the run has one)."""
+    if best and not (run_dir / "policy-best").is_dir():
+        return
     args = [sys.executable, "-m", "rlgen", "eval", str(run_dir), "--episodes", str(episodes), "--json"]
+    key = "best_eval" if best else "final_eval"
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=timeout)
+        proc = subprocess.run(
+            args + (["--best"] if best else []), capture_output=True, text=True, env=_env(), timeout=timeout
+        )
     except subprocess.TimeoutExpired:
-        result.extra["final_eval_error"] = f"timed out after {timeout:.0f} s"
+        result.extra[f"{key}_error"] = f"timed out after {timeout:.0f} s"
         return
     if proc.returncode != 0:
-        result.extra["final_eval_error"] = _last_line(proc.stderr) or f"exit {proc.returncode}"
+        result.extra[f"{key}_error"] = _last_line(proc.stderr) or f"exit {proc.returncode}"
         return
     doc = json.loads(_last_line(proc.stdout))
-    result.final_eval, result.final_eval_std = doc["mean_return"], doc["std_return"]
+    setattr(result, key, doc["mean_return"])
+    setattr(result, f"{key}_std", doc["std_return"])
 
 
 def _env() -> dict[str, str]:
@@ -239,6 +249,7 @@ def run_seed(
     read_run(result, run_dir, case.target)
     if result.ok and eval_episodes > 0:
         final_eval(result, run_dir, eval_episodes, timeout)
+        final_eval(result, run_dir, eval_episodes, timeout, best=True)
     return result
 
 
@@ -283,6 +294,8 @@ def seed_line(r: SeedResult, target: float) -> str:
         evals += f", final eval {r.final_eval:.1f} ± {r.final_eval_std:.1f}"
     elif "final_eval_error" in r.extra:
         evals += f", final eval failed ({r.extra['final_eval_error']})"
+    if r.best_eval is not None:
+        evals += f", best-policy eval {r.best_eval:.1f} ± {r.best_eval_std:.1f}"
     return (
         f"  seed {r.seed}: {status}{hit}; train return (last 100) {_f(r.final_return)}; {evals}; "
         f"{r.env_steps:,} env steps, {_f(r.train_time)} s training ({_f(r.steps_per_s, '{:,.0f}')} steps/s), "
@@ -303,6 +316,7 @@ def case_table(name: str, case: Case, results: list[SeedResult]) -> str:
         ["median time to target (s)", _f(_median([r.time_to_target for r in hits]))],
         ["train return, last 100 (mean ± std)", _mean_std([r.final_return for r in ok if r.final_return is not None])],
         [f"{eval_kind} return (mean ± std)", _mean_std(evals)],
+        ["best-policy eval (mean ± std)", _mean_std([r.best_eval for r in ok if r.best_eval is not None])],
         ["env steps (median)", _f(_median([r.env_steps for r in ok]), "{:,.0f}")],
         ["training time, s (median)", _f(_median([r.train_time for r in ok if r.train_time is not None]))],
         ["budget (Zoo n_timesteps)", f"{case.budget:,}"],
