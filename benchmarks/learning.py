@@ -51,6 +51,8 @@ from typing import Any
 
 import yaml
 
+from rlgen.runtime.bench import read_run as bench_read_run
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -159,16 +161,13 @@ def read_run(result: SeedResult, run_dir: Path, target: float) -> None:
         result.ok, result.error = False, "no metrics written"
         return
     last = rows[-1]
-    result.env_steps = int(last["env_steps"])
+    summary = bench_read_run(run_dir, "single", 1, target)  # steps/s leave out the first iteration (tracing)
+    result.env_steps, result.train_time, result.final_return = summary.env_steps, summary.wall, summary.final_return
     result.episodes = int(last.get("episodes") or 0)
-    result.train_time = float(last["time"])
-    result.final_return = last.get("mean_return")
-    if len(rows) > 1 and last["time"] > rows[0]["time"]:  # leave out the first iteration (tracing)
-        result.steps_per_s = (last["env_steps"] - rows[0]["env_steps"]) / (last["time"] - rows[0]["time"])
-    hit = next((r for r in rows if r.get("mean_return") is not None and r["mean_return"] >= target), None)
-    if hit is not None:
+    result.steps_per_s = summary.steps_per_s or None
+    if summary.steps_to_target is not None:
         result.reached = True
-        result.steps_to_target, result.time_to_target = int(hit["env_steps"]), float(hit["time"])
+        result.steps_to_target, result.time_to_target = summary.steps_to_target, summary.time_to_target
     evals = [r for r in rows if r.get("eval_mean_return") is not None]
     if evals:
         result.last_eval, result.last_eval_steps = evals[-1]["eval_mean_return"], int(evals[-1]["env_steps"])

@@ -51,8 +51,6 @@ import copy
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -556,24 +554,18 @@ def variant_spec(base: dict[str, Any], v: Variant, seed: int) -> dict[str, Any]:
 
 
 def run_variant(spec: dict[str, Any], workdir: Path, tag: str, target: float, timeout: float) -> Any:
-    from rlgen.runtime.bench import PolicyResult, read_run
+    """Train ``spec`` with ``rlgen run`` (rlgen.runtime.bench.run_policy); returns the run's
+    summary, the whole subprocess's seconds, and the run clock when the first iteration ended."""
+    from rlgen.runtime.bench import run_policy
 
     spec_path = workdir / f"{tag}.rl.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    run_dir, build_dir = workdir / f"run-{tag}", workdir / f"build-{tag}"
-    cmd = [sys.executable, "-m", "rlgen", "run", str(spec_path), "--quiet", "--run-dir", str(run_dir),
-           "--build-dir", str(build_dir)]  # fmt: skip
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run_dir = workdir / f"run-{tag}"
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return PolicyResult(tag, 1, False, f"timed out after {timeout:.0f} s"), time.perf_counter() - t0, None
+    result = run_policy(spec_path, "single", 1, None, run_dir, target, timeout)
     process_s = time.perf_counter() - t0
-    if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip() or "failed").splitlines()
-        return PolicyResult(tag, 1, False, f"exit {proc.returncode}: {lines[-1]}"), process_s, None
-    result = read_run(run_dir, tag, 1, target)
+    if not result.ok:
+        return result, process_s, None
     # the run clock at the end of the first iteration: set-up, tracing, compiling and one iteration
     first_line = (run_dir / "metrics.jsonl").read_text().splitlines()[:1]
     first_s = float(json.loads(first_line[0])["time"]) if first_line else None

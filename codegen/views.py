@@ -180,7 +180,7 @@ def fragment_view(fdg: FDG, ctx: Context, frag: Fragment) -> dict[str, Any]:
         "steps": [_step_view(fdg, ctx, frag, s) for s in frag.steps],
         "fused": any(s.kind == "loop" for s in frag.steps),
         "carried": _carried(fdg, frag),
-        "episode_capacity": run_config(fdg, ctx)["episode_capacity"],
+        "episode_capacity": _steps_per_iteration(ctx),  # enough for one iteration's episodes
         "boundary": _boundary(fdg, frag),
         "env": _env_view(ctx),
         "inputs": [_port(p) for p in frag.inputs],
@@ -230,7 +230,7 @@ def _loop_blocks(fdg: FDG, ctx: Context, step, calls: list[dict[str, Any]]) -> l
         for n in nodes:
             call = call_of[n]
             if call["kind"] == "rollout":
-                call["rows"], call["index"] = rows[call["component"]], counter or "0"
+                call["rows"], call["index"] = rows[call["component"]], counter  # None: row 0 of a one-step block
             if call["kind"] in ("ppo", "a2c"):
                 call["rows"] = rows_of[call["inputs"][0]]
         out.append(
@@ -475,14 +475,15 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
     start = [dict(s) for s in {s["frag"]: s for s in start}.values()]
     uses_progress = any(a.get("name") == "progress" for b in blocks for op in b["ops"] for a in op.get("args", []))
     learner_frag = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
+    learner_kind = ctx.spec.components[_learner_of(fdg, learner_frag)].kind if learner_frag else None
     return {
         "role": role,
         "env_frag": next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         "learner_frag": learner_frag.name if learner_frag else None,
         "policy_attr": _policy_of_learner(fdg, ctx, learner_frag) if learner_frag else None,
-        "policy_call": bool(learner_frag) and _learner_kind(fdg, ctx, learner_frag) == "dqn",
+        "policy_call": learner_kind == "dqn",  # a Q-network becomes a policy through .policy()
         "learner_attr": _learner_of(fdg, learner_frag) if learner_frag else None,
-        "metrics_module": METRICS_MODULE.get(_learner_kind(fdg, ctx, learner_frag)) if learner_frag else None,
+        "metrics_module": METRICS_MODULE.get(learner_kind),
         "replicated_learner": bool(learner_frag) and len([r for r in fdg.ranks if r.role == role]) > 1,
         "fragments": [
             {
@@ -516,14 +517,15 @@ def _learner_of(fdg: FDG, frag: Fragment) -> str:
     return next(fdg.graph.node(n).component for n in frag.nodes if fdg.graph.node(n).method == "update")
 
 
-def _learner_kind(fdg: FDG, ctx: Context, frag: Fragment) -> str:
-    return ctx.spec.components[_learner_of(fdg, frag)].kind
-
-
 def _policy_of_learner(fdg: FDG, ctx: Context, frag: Fragment) -> str | None:
     """The attribute (component name) of the policy (or Q-network) trained by the learner in ``frag``."""
     comp = ctx.spec.components[_learner_of(fdg, frag)]
     return comp.get("policy") or comp.get("q")
+
+
+def _steps_per_iteration(ctx: Context) -> int:
+    """Env steps one iteration takes over all envs (a loop without env.step counts 1)."""
+    return max(1, ctx.spec.env.num_envs * (ctx.spec.loop.env_steps_per_env() or 1))
 
 
 def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
@@ -531,7 +533,7 @@ def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
     spec = ctx.spec
     train = spec.train
     obs_shape = list(ctx.spaces.observation.shape) if ctx.spaces else []
-    per_iteration = spec.env.num_envs * (spec.loop.env_steps_per_env() or 1)  # no env.step: count 1
+    per_iteration = _steps_per_iteration(ctx)
     return {
         "name": spec.name,
         "total_steps": train.total_steps,
@@ -553,7 +555,7 @@ def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
         "checkpoint_keep": train.checkpoint.keep,
         "log_every": train.log.every,
         "tensorboard": train.log.tensorboard,
-        "episode_capacity": max(1, per_iteration),
+        "episode_capacity": per_iteration,
     }
 
 

@@ -55,7 +55,7 @@ def read_run(run_dir: Path, policy: str, workers: int, target: float | None) -> 
         ms_per_iteration={p: 1000 * sum(r.get(f"time_{p}", 0.0) for r in steady) / len(steady) for p in PARTS},
     )
     if target is not None:
-        hit = next((r for r in rows if (r.get("mean_return") or float("-inf")) >= target), None)
+        hit = next((r for r in rows if r.get("mean_return") is not None and r["mean_return"] >= target), None)
         if hit is not None:
             result.time_to_target, result.steps_to_target = hit["time"], hit["env_steps"]
     return result
@@ -90,7 +90,10 @@ def run_policy(
     if iterations:
         args += ["--iterations", str(iterations)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return PolicyResult(policy, workers, False, f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or proc.stdout.strip() or "failed").splitlines()
         return PolicyResult(policy, workers, False, lines[-1])
