@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -34,7 +35,7 @@ class Progress:
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
         self.plain_every = plain_every
-        self._last = 0.0
+        self._last = -math.inf  # the first line always shows, whatever the monotonic clock reads
         self._width = 0
 
     def line(self, record: Mapping[str, Any]) -> str:

@@ -79,3 +79,11 @@ def test_progress_prints_plain_lines_at_most_every_interval_when_not_a_terminal(
         p.update({"env_steps": step, "time": step / 100, "mean_return": None})
     assert out.getvalue().count("\n") == 1 and "\r" not in out.getvalue()
     assert "return -" in out.getvalue()
+
+
+def test_progress_prints_its_first_plain_line_on_a_freshly_booted_host(monkeypatch):
+    """time.monotonic() counts from boot: a few seconds after boot the first line must still print."""
+    monkeypatch.setattr("rlgen.runtime.progress.time.monotonic", lambda: 3.0)
+    out = io.StringIO()
+    Progress(1000, stream=out, plain_every=5.0).update({"env_steps": 100, "time": 1.0, "mean_return": None})
+    assert out.getvalue().count("\n") == 1
