@@ -556,6 +556,7 @@ def run_config(fdg: FDG, ctx: Context) -> dict[str, Any]:
         "log_every": train.log.every,
         "tensorboard": train.log.tensorboard,
         "episode_capacity": per_iteration,
+        "run_root": train.run_dir,
     }
 
 

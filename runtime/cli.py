@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return code
     try:
         info = launch.BuildInfo.read(build_dir)
-        run_dir = Path(args.resume) if args.resume else Path(args.run_dir or default_run_dir(info.name))
+        run_dir = Path(args.resume) if args.resume else Path(args.run_dir or default_run_dir(info.name, info.run_root))
         rank_args = ["--run-dir", str(run_dir.resolve())]
         rank_args += ["--resume"] if args.resume else []
         rank_args += ["--iterations", str(args.iterations)] if args.iterations else []
@@ -83,9 +83,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
         launch.prepare_run_dir(run_dir, info, bool(args.resume))
         if cmd is None:
-            launch.run_in_process(info, rank_args)
+            launch.run_in_process(info, rank_args, run_dir, verbose=args.verbose)
         else:
-            launch.run_distributed(info, cmd, run_dir)
+            launch.run_distributed(info, cmd, run_dir, quiet=args.quiet)
     except launch.LaunchError as exc:
         print(f"rlgen run: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -163,6 +163,11 @@ def register(sub, deploy_args) -> None:
     p.add_argument("--build-dir", metavar="DIR", help="where to build a spec (default build/<name>-<policy>-<N>)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command and rank plan, then stop")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's own log output (otherwise in RUN_DIR/ranks/launch.log)",
+    )
     deploy_args(p)
     p.set_defaults(func=cmd_run)
 

@@ -1,13 +1,20 @@
 """Starting a build's ranks: in this process (``single``) or under ``horovodrun --gloo``.
 
-The launcher never imports TensorFlow itself for distributed runs; it starts the
-generated rank entry (``python -m <package>.main``) on every rank, watches the
-job, forwards Ctrl-C as a clean stop, and ends the whole job within seconds
-when one rank fails, naming the rank and its error.
+The launcher never imports TensorFlow itself for distributed runs. It starts the
+generated rank entry (``python -m <package>.main``) on every rank under horovodrun,
+with the ranks' own output going to ``ranks/launch.log`` in the run directory, and
+keeps one :mod:`lifeline <rlgen.runtime.lifeline>` connection to every rank:
+
+* it draws rank 0's progress;
+* Ctrl-C asks every rank to stop cleanly (final checkpoint, exit 0); a second one aborts;
+* the first rank that fails or dies is the cause: the launcher names it (rank, host,
+  reason), tells the others to abort, and ends the job within seconds;
+* if the launcher itself is killed, the ranks notice and stop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -17,11 +24,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Seconds to wait for the other ranks after one rank reported an error.
-FAILURE_GRACE = 10.0
+from .lifeline import Switchboard
+from .progress import Progress
+
+#: Seconds the other ranks get to end after one failed, before the job is terminated.
+FAILURE_GRACE = 5.0
+#: Seconds all ranks get to connect to the launcher once horovodrun started them.
+START_TIMEOUT = 300.0
 
 
 class LaunchError(Exception):
@@ -38,6 +51,7 @@ class BuildInfo:
     policy: str
     workers: int
     ranks: tuple[dict, ...]
+    run_root: str = "runs"
 
     @classmethod
     def read(cls, build_dir: Path) -> BuildInfo:
@@ -49,7 +63,15 @@ class BuildInfo:
         if len(packages) != 1:
             raise LaunchError(f"{build_dir} should hold exactly one generated package with a main.py")
         spec = json.loads((build_dir / "spec.resolved.json").read_text())
-        return cls(build_dir, packages[0], spec["name"], plan["policy"], int(plan["workers"]), tuple(plan["ranks"]))
+        return cls(
+            build_dir,
+            packages[0],
+            spec["name"],
+            plan["policy"],
+            int(plan["workers"]),
+            tuple(plan["ranks"]),
+            spec.get("train", {}).get("run_dir", "runs"),
+        )
 
 
 def horovod_command(info: BuildInfo, hosts: list[str], rank_args: list[str]) -> list[str]:
@@ -73,112 +95,246 @@ def describe(info: BuildInfo, cmd: list[str] | None) -> str:
 
 
 def prepare_run_dir(run_dir: Path, info: BuildInfo, resume: bool) -> None:
-    """Create the run directory with the resolved spec and the plan (or check it, on resume)."""
+    """Create the run directory with the resolved spec and the plan (or check it, on resume).
+
+    Per-launch state (``ranks/``: pids, errors, logs of the previous launch) is cleared, so a
+    resumed run never mistakes the failure it recovers from for a new one.
+    """
     if resume:
         if not (run_dir / "run.json").is_file():
             raise LaunchError(f"--resume: {run_dir} is not a run directory (no run.json)")
+        if not os.access(run_dir, os.W_OK):
+            raise LaunchError(f"run directory {run_dir} is not writable")
+        shutil.rmtree(run_dir / "ranks", ignore_errors=True)
         return
     if run_dir.exists() and any(run_dir.iterdir()):
         raise LaunchError(f"run directory {run_dir} exists and is not empty; choose another or use --resume")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("spec.resolved.json", "plan.json"):
-        shutil.copyfile(info.build_dir / name, run_dir / name)
-    doc = {
-        "name": info.name,
-        "status": "starting",
-        "build_dir": str(info.build_dir.resolve()),
-        "policy": info.policy,
-        "workers": info.workers,
-    }
-    (run_dir / "run.json").write_text(json.dumps(doc, indent=2) + "\n")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("spec.resolved.json", "plan.json"):
+            shutil.copyfile(info.build_dir / name, run_dir / name)
+        doc = {
+            "name": info.name,
+            "status": "starting",
+            "build_dir": str(info.build_dir.resolve()),
+            "policy": info.policy,
+            "workers": info.workers,
+        }
+        (run_dir / "run.json").write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as exc:
+        raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
 
-def run_in_process(info: BuildInfo, rank_args: list[str]) -> None:
+@contextlib.contextmanager
+def quiet_stderr(log: Path, verbose: bool) -> Iterator[None]:
+    """Send file descriptor 2 (TensorFlow's C++ logs, Python warnings) to ``log`` unless ``verbose``."""
+    if verbose:
+        yield
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log, "ab") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_in_process(info: BuildInfo, rank_args: list[str], run_dir: Path, verbose: bool = False) -> None:
     """Run a single-process build here (imports TensorFlow)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, str(info.build_dir.resolve()))
+    build = str(info.build_dir.resolve())
+    sys.path.insert(0, build)
     try:
-        for mod in [m for m in sys.modules if m == info.package or m.startswith(info.package + ".")]:
-            del sys.modules[mod]
-        main = importlib.import_module(f"{info.package}.main")
-        main.main(rank_args)
+        with quiet_stderr(run_dir / "ranks" / "launch.log", verbose):
+            for mod in [m for m in sys.modules if m == info.package or m.startswith(info.package + ".")]:
+                del sys.modules[mod]
+            main = importlib.import_module(f"{info.package}.main")
+            main.main(rank_args)
+    except KeyboardInterrupt:
+        raise
     except Exception as exc:  # the rank recorded it in ranks/0.error; report it in one line
-        run_dir = Path(rank_args[rank_args.index("--run-dir") + 1])
-        raise LaunchError(failure_report(run_dir / "ranks", 1)) from exc
+        error = run_dir / "ranks" / "0.error"
+        if error.is_file():
+            raise LaunchError(f"training failed: {error.read_text().splitlines()[0]} (details: {error})") from exc
+        raise LaunchError(
+            f"the build's code failed before training started: {type(exc).__name__}: {exc} "
+            f"(build {info.build_dir}; RLGEN_DEBUG=1 shows the traceback)"
+        ) from exc
     finally:
-        sys.path.remove(str(info.build_dir.resolve()))
+        sys.path.remove(build)
 
 
-def run_distributed(info: BuildInfo, cmd: list[str], run_dir: Path) -> None:
-    """Run the ranks under horovodrun; end them all when one fails; forward Ctrl-C."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(info.build_dir.resolve()), os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        ),
-        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-        # Horovod's background cycle bounds each collective's latency; 0.2 ms instead of its
-        # default 1 ms measured 1.2-3x more steps/s for every distributed policy here (rlgen bench).
-        "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "0.2"),
-    }
-    proc = subprocess.Popen(cmd, cwd=info.build_dir, env=env, start_new_session=True)
-    errors_dir = run_dir / "ranks"
-    failed_at: float | None = None
-    interrupts = 0
-    while True:
+class _Job:
+    """One horovodrun job watched through the lifeline."""
+
+    def __init__(self, info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool) -> None:
+        self.info, self.run_dir = info, run_dir
+        self.board = Switchboard()
+        self.log_path = run_dir / "ranks" / "launch.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(info.build_dir.resolve()), os.environ.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "PYTHONUNBUFFERED": "1",
+            # Horovod's background cycle bounds each collective's latency; 0.2 ms instead of its
+            # default 1 ms measured 1.2-3x more steps/s for every distributed policy here (rlgen bench).
+            "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "0.2"),
+        }
+        cmd = [*cmd, "--lifeline", self.board.address]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=info.build_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.progress = Progress(0, enabled=not quiet)
+        self.cause: str | None = None
+        self.failed_at: float | None = None
+        self.interrupts = 0
+
+    def watch(self) -> int:
+        started = time.monotonic()
+        while True:
+            try:
+                events = self.board.poll(0.2)
+            except KeyboardInterrupt:
+                self._interrupt()
+                continue
+            for event in events:
+                self._handle(event)
+            code = self.proc.poll()
+            if code is not None:
+                # read what the ranks said just before the end
+                for event in self.board.poll(0.05):
+                    self._handle(event)
+                return code
+            if self.failed_at is not None and time.monotonic() - self.failed_at > FAILURE_GRACE:
+                return self._terminate()
+            if len(self.board.ranks) < self.info.workers and time.monotonic() - started > START_TIMEOUT:
+                self.cause = self.cause or f"only {len(self.board.ranks)} of {self.info.workers} ranks started"
+                return self._terminate()
+
+    def _handle(self, event) -> None:
+        where = self._where(event.rank)
+        if event.kind == "progress":
+            self.progress.total = int(event.payload.get("total", 0))
+            self.progress.update(event.payload.get("record", {}), final=bool(event.payload.get("final")))
+        elif event.kind == "note":
+            self.progress.note(str(event.payload.get("text", "")))
+        elif event.kind == "summary":
+            self.progress.finish(event.payload.get("summary", {}))
+        elif event.kind == "error":
+            self._fail(f"rank {event.rank}{where} failed: {event.payload.get('reason', 'unknown error')}")
+        elif event.kind == "died":
+            self._fail(
+                f"rank {event.rank}{where} died without reporting an error (killed by a signal or out of memory)"
+            )
+
+    def _where(self, rank: int) -> str:
+        """`` on host H`` for a rank on another host ("" here)."""
+        state = self.board.ranks.get(rank)
+        remote = state is not None and state.host and state.host != os.uname().nodename
+        return f" on host {state.host}" if remote else ""
+
+    def _fail(self, cause: str) -> None:
+        if self.cause is None:
+            self.cause = cause
+            self.failed_at = time.monotonic()
+            self.board.tell("abort")
+
+    def _interrupt(self) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self.progress.note(
+                "interrupted: the ranks finish this iteration and write a checkpoint (Ctrl-C again to abort)"
+            )
+            self.board.tell("interrupt")
+        else:
+            self.cause = self.cause or "aborted by a second Ctrl-C"
+            self.board.tell("abort")
+            self.failed_at = self.failed_at or time.monotonic() - FAILURE_GRACE
+
+    def _terminate(self) -> int:
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                return self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.proc.wait()
+
+    def report(self, code: int) -> str | None:
+        """The failure message, or None when every rank finished."""
+        if self.cause is None and code == 0:
+            return None
+        if self.cause is None:
+            missing = sorted(set(range(self.info.workers)) - set(self.board.ranks))
+            if missing:
+                self.cause = f"rank(s) {', '.join(map(str, missing))} never started: {self._log_hint(missing)}"
+            else:
+                self.cause = f"horovodrun exited with status {code}"
+        stopped = [
+            r for r, s in self.board.ranks.items() if s.ended != "done" and not self.cause.startswith(f"rank {r} ")
+        ]
+        others = f"; {len(stopped)} other rank(s) stopped with it" if stopped else ""
+        return f"{self.cause}{others} (log: {self.log_path})"
+
+    def _log_hint(self, ranks: list[int]) -> str:
+        """The last line a rank (or horovodrun) wrote, from the job's log."""
         try:
-            code = proc.wait(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        except KeyboardInterrupt:
-            interrupts += 1
-            os.killpg(proc.pid, signal.SIGINT if interrupts == 1 else signal.SIGTERM)
-            continue
-        if failed_at is None and errors_dir.is_dir() and any(errors_dir.glob("*.error")):
-            failed_at = time.monotonic()
-        if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE:
-            _terminate(proc)
-            code = proc.wait()
-            break
-    if code != 0 or failed_at is not None:
-        raise LaunchError(failure_report(errors_dir, code))
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "no output"
+        for rank in ranks:
+            mine = [
+                ln.split(":", 1)[1].strip() for ln in lines if ln.startswith((f"[{rank}]<stderr>", f"[{rank}]<stdout>"))
+            ]
+            mine = [ln for ln in mine if ln]
+            if mine:
+                return mine[-1]
+        text = [ln.strip() for ln in lines if ln.strip()]
+        return text[-1] if text else "no output"
+
+    def close(self) -> None:
+        self.board.close()
 
 
-def failure_report(ranks_dir: Path, code: int) -> str:
-    """Which rank failed first and why, from ``ranks/<r>.error`` and ``ranks/<r>.pid`` files.
-
-    A rank that started (it wrote its pid) but left neither an error nor a ``.done``
-    died from outside (killed, out of memory): that is the cause, since the other
-    ranks' errors follow from it. Otherwise the earliest error is the cause.
-    """
-    started = {int(p.stem) for p in ranks_dir.glob("*.pid")} if ranks_dir.is_dir() else set()
-    errors = sorted(ranks_dir.glob("*.error"), key=lambda p: p.stat().st_mtime) if started else []
-    reasons = {int(p.stem): p.read_text().splitlines()[0] for p in errors}
-    died = sorted(r for r in started - set(reasons) if not _finished(ranks_dir, r))
-    if died:
-        text = f"rank {died[0]} died without reporting an error (killed by a signal or out of memory)"
-    elif reasons:
-        rank, why = next(iter(reasons.items()))
-        text = f"rank {rank} failed: {why}"
-    else:
-        return f"horovodrun exited with status {code} before any rank started (see its output above)"
-    others = len(reasons) + len(died) - 1
-    return text + (f"; {others} other rank(s) stopped with it" if others > 0 else "") + f" (details: {ranks_dir})"
+def run_distributed(info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool = False) -> None:
+    """Run the ranks under horovodrun and watch them through the lifeline (see the module docstring)."""
+    job = _Job(info, cmd, run_dir, quiet)
+    try:
+        code = job.watch()
+    finally:
+        job.close()
+    message = job.report(code)
+    if message is not None:
+        _mark_failed(run_dir, message)
+        raise LaunchError(message)
 
 
-def _finished(ranks_dir: Path, rank: int) -> bool:
-    return (ranks_dir / f"{rank}.done").exists()
-
-
-def _terminate(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _mark_failed(run_dir: Path, message: str) -> None:
+    """``run.json`` says ``failed`` with the launcher's message (rank 0 may not have lived to say it)."""
+    path = run_dir / "run.json"
+    try:
+        doc = json.loads(path.read_text())
+        doc.update(status="failed", error=message)
+        tmp = path.with_name(".run.json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass

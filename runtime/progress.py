@@ -86,3 +86,20 @@ class Progress:
             f"{summary.get('elapsed', 0):.1f} s, mean return {_num(ret)}; run directory {summary.get('run_dir')}\n"
         )
         self.stream.flush()
+
+
+class RemoteProgress:
+    """:class:`Progress` for a rank started by ``rlgen run``: records go over the lifeline and
+    the launcher draws them (so the rank's own output can go to a log file)."""
+
+    def __init__(self, lifeline, total_steps: int) -> None:
+        self.lifeline, self.total = lifeline, total_steps
+
+    def update(self, record: Mapping[str, Any], final: bool = False) -> None:
+        self.lifeline.send("progress", record=dict(record), total=self.total, final=final)
+
+    def note(self, message: str) -> None:
+        self.lifeline.send("note", text=message)
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        self.lifeline.send("summary", summary=dict(summary))

@@ -18,6 +18,7 @@ written atomically after each checkpoint) and the exported policy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -57,6 +58,7 @@ class RunConfig:
     tensorboard: bool = True
     metric_names: tuple[str, ...] = ()
     episode_capacity: int = 1024  # most episodes one rank can finish in one iteration
+    run_root: str = "runs"  # where runs go without --run-dir (train.run_dir)
 
     @property
     def iterations(self) -> int:
@@ -103,7 +105,8 @@ class Session:
         size: int = 1,
         resume: bool = False,
         max_iterations: int | None = None,
-        progress: bool = True,
+        progress: Any = None,
+        lifeline: Any = None,
     ) -> None:
         self.config, self.rank, self.size = config, rank, size
         self.run_dir = Path(run_dir)
@@ -130,7 +133,9 @@ class Session:
         self._last_eval_steps = 0
         self.last_eval: tuple[float, float] | None = None
         self.best_eval: tuple[float, int] | None = None  # (mean return, env steps) of the best evaluation
-        self.progress = Progress(config.total_steps, enabled=progress and rank == 0)
+        # rank 0 shows progress (a Progress here, or one drawn by the launcher); the others none
+        self.progress = progress if progress is not None and rank == 0 else Progress(config.total_steps, enabled=False)
+        self.lifeline = lifeline
         (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "ranks" / f"{rank}.pid").write_text(f"{os.getpid()}\n")
         if rank == 0:
@@ -142,8 +147,15 @@ class Session:
         if self._interrupted:  # a second Ctrl-C: stop now
             signal.signal(signal.SIGINT, self._previous_sigint)
             raise KeyboardInterrupt
+        self.request_stop("interrupted")
+
+    def request_stop(self, reason: str = "interrupted") -> None:
+        """Stop cleanly at the end of this iteration (Ctrl-C, or the launcher asked or is gone):
+        every rank agrees on the iteration, rank 0 writes a final checkpoint. Thread-safe."""
+        if self._interrupted:
+            return
         self._interrupted = True
-        if self.rank == 0:
+        if self.rank == 0 and reason == "interrupted":
             self.progress.note("interrupted: finishing this iteration and writing a checkpoint (Ctrl-C again to abort)")
 
     @property
@@ -184,12 +196,30 @@ class Session:
             comm.broadcast_variables(list(sync), root_rank=0)
 
     def _restore(self, ckpt: Any) -> None:
-        latest = self._manager.latest_checkpoint
-        if latest is None:
-            raise RuntimeError(f"--resume: no checkpoint in {self.run_dir / 'checkpoints'}")
-        ckpt.restore(latest).assert_existing_objects_matched()
-        state = json.loads((self.run_dir / "state.json").read_text())
-        self.start_iteration = int(self._iteration_var.numpy())
+        """Restore the newest intact checkpoint with its run state; older ones stand in for a
+        deleted or corrupt newest one (that is what ``checkpoint.keep`` keeps them for)."""
+        import tensorflow as tf
+
+        directory = self.run_dir / "checkpoints"
+        tried = []
+        for path in reversed(self._manager.checkpoints):
+            state = _read_state(Path(path))
+            if state is None:
+                tried.append(f"{Path(path).name} (no run state)")
+                continue
+            try:
+                ckpt.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError) as exc:
+                tried.append(f"{Path(path).name} ({type(exc).__name__})")
+                continue
+            self._resume_from(path, state, tried)
+            return
+        detail = f": {', '.join(tried)} unusable" if tried else ""
+        raise RuntimeError(f"--resume: no intact checkpoint in {directory}{detail}")
+
+    def _resume_from(self, path: str, state: dict[str, Any], skipped: list[str]) -> None:
+        self.start_iteration = int(state["iteration"])
+        self._iteration_var.assign(self.start_iteration)
         self.returns.extend(state.get("returns", []))
         self.lengths.extend(state.get("lengths", []))
         self.episodes = int(state.get("episodes", 0))
@@ -197,7 +227,10 @@ class Session:
         if state.get("best_eval"):
             self.best_eval = (float(state["best_eval"][0]), int(state["best_eval"][1]))
         self._last_checkpoint_steps = self._last_eval_steps = self.start_iteration * self.config.steps_per_iteration
-        self.progress.note(f"resumed from {latest} at {self._last_checkpoint_steps} env steps")
+        _drop_rows_after(self.run_dir / "metrics.jsonl", self.start_iteration)
+        if skipped:
+            self.progress.note(f"skipped unusable checkpoint(s): {', '.join(skipped)}")
+        self.progress.note(f"resumed from {path} at {self._last_checkpoint_steps} env steps")
 
     def begin(self) -> None:
         """Agree on the first iteration (rank 0's, after a resume) and open the logs."""
@@ -347,11 +380,14 @@ class Session:
 
     # --- checkpoints and the end --------------------------------------------------
     def checkpoint(self) -> None:
-        """Save the learner and the run state (rank 0); the previous checkpoint stays until this one is whole."""
+        """Save the learner and the run state (rank 0); the previous checkpoint stays until this one is whole.
+
+        The run state goes next to the checkpoint (``checkpoints/ckpt-<steps>.state.json``) before
+        the checkpoint is registered, so the two always match; ``state.json`` is a copy for people.
+        """
         if self.rank != 0 or self._manager is None:
             return
         self._iteration_var.assign(self.iteration)
-        path = self._manager.save(checkpoint_number=self.env_steps)
         state = {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
@@ -359,10 +395,19 @@ class Session:
             "returns": list(self.returns),
             "lengths": list(self.lengths),
             "elapsed": self.elapsed,
-            "checkpoint": Path(path).name,
+            "checkpoint": f"ckpt-{self.env_steps}",
             "best_eval": list(self.best_eval) if self.best_eval else None,
         }
-        _write_atomic(self.run_dir / "state.json", json.dumps(state))
+        text = json.dumps(state)
+        directory = self.run_dir / "checkpoints"
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_atomic(directory / f"ckpt-{self.env_steps}.state.json", text)
+        self._manager.save(checkpoint_number=self.env_steps)
+        _write_atomic(self.run_dir / "state.json", text)
+        kept = {Path(p).name for p in self._manager.checkpoints}
+        for old in directory.glob("ckpt-*.state.json"):
+            if old.name.removesuffix(".state.json") not in kept:
+                old.unlink(missing_ok=True)
         self._last_checkpoint_steps = self.env_steps
 
     def finish(self) -> None:
@@ -373,17 +418,22 @@ class Session:
             done["weights_sha256"] = weights_digest(self._module.weights())
         (self.run_dir / "ranks" / f"{self.rank}.done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
+            if self.lifeline is not None:
+                self.lifeline.send("done", **done)
             return
         self.checkpoint()
         if self._policy is not None:
             self._export_policy()
         summary = self.summary()
-        self._write_status("interrupted" if self.stop_reason == "interrupted" else "finished", summary)
+        status = "interrupted" if self.stop_reason == "interrupted" else "finished"
+        self._write_status(status, summary)
         if self._metrics_file is not None:
             self._metrics_file.close()
         if self._writer is not None:
             self._writer.close()
         self.progress.finish(summary)
+        if self.lifeline is not None:
+            self.lifeline.send("done", **done, status=status)
 
     def summary(self) -> dict[str, Any]:
         elapsed = self.elapsed
@@ -412,11 +462,15 @@ class Session:
         if isinstance(error, KeyboardInterrupt):
             reason = "aborted by a second Ctrl-C"
         details = "".join(traceback.format_exception(error))
-        _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)
+        if self.lifeline is not None:
+            self.lifeline.send("error", reason=reason)
+        with contextlib.suppress(OSError):  # e.g. a read-only run directory: the reason went over the lifeline
+            _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)
         if self.rank == 0:
             if self._metrics_file is not None:
                 self._metrics_file.close()
-            self._write_status("failed", {"error": reason, "rank": self.rank})
+            with contextlib.suppress(OSError):
+                self._write_status("failed", {"error": reason, "rank": self.rank})
 
     def _export_policy(self, name: str = "policy") -> None:
         """Write the policy as a SavedModel with ``act(obs)`` to ``run_dir/name`` (atomically)."""
@@ -449,6 +503,31 @@ class Session:
         doc.update({"name": self.config.name, "status": status, "workers": self.size, **(extra or {})})
         doc.setdefault("config", asdict(self.config))
         _write_atomic(path, json.dumps(_finite(doc), indent=2, default=str) + "\n")
+
+
+def _read_state(checkpoint: Path) -> dict[str, Any] | None:
+    """The run state saved with a checkpoint, or None if it is missing or incomplete."""
+    try:
+        state = json.loads(checkpoint.with_name(checkpoint.name + ".state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not isinstance(state.get("iteration"), int):
+        return None
+    return state
+
+
+def _drop_rows_after(metrics: Path, iteration: int) -> None:
+    """Keep the metric rows up to ``iteration``: a resumed run redoes the later ones."""
+    if not metrics.is_file():
+        return
+    keep = []
+    for line in metrics.read_text().splitlines():
+        try:
+            if json.loads(line).get("iteration", 0) <= iteration:
+                keep.append(line)
+        except ValueError:
+            continue  # a half-written last line
+    _write_atomic(metrics, "".join(f"{line}\n" for line in keep))
 
 
 def _finite(value: Any) -> Any:

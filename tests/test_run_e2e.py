@@ -210,23 +210,47 @@ def test_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1
-    assert "rank 1 died without reporting an error" in err
+    assert err.startswith("rlgen run: error: rank 1 died without reporting an error"), err
+    assert err.count("\n") == 1, err  # one line: no TensorFlow log lines, no tracebacks
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
     state = json.loads((run_dir / "state.json").read_text())  # the last good checkpoint stays
     assert (run_dir / "checkpoints" / f"{state['checkpoint']}.index").is_file()
 
 
-def test_ctrl_c_stops_cleanly_with_a_final_checkpoint(tmp_path):
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--run-dir", str(run_dir), "--quiet"],
+def _launch(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--run-dir", str(run_dir), "--quiet", *args],
         cwd=tmp_path,
-        env=env,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _ranks_of(run_dir: Path, ranks_only: bool = False) -> list[int]:
+    """pids of a run's processes: horovodrun, its wrappers and the ranks (``ranks_only``: the
+    Python rank processes), found by their command line, which names the run directory."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"ppo_cartpole.main" not in argv or str(run_dir).encode() not in b" ".join(argv):
+                continue
+            if not ranks_only or (b"python" in Path(argv[0].decode()).name.encode() and b"horovodrun" not in argv[1]):
+                out.append(int(pid))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("policy", "workers"), [("single", 1), ("actors-learner", 2), ("central-inference", 2), ("multi-learner", 2)]
+)
+def test_ctrl_c_stops_cleanly_with_a_final_checkpoint(tmp_path, policy, workers):
+    run_dir = tmp_path / "run"
+    proc = _launch(tmp_path, run_dir, "--policy", policy, "--workers", str(workers))
     try:
         _wait_for_metrics(run_dir, 3)
         proc.send_signal(signal.SIGINT)
@@ -240,6 +264,53 @@ def test_ctrl_c_stops_cleanly_with_a_final_checkpoint(tmp_path):
     state = json.loads((run_dir / "state.json").read_text())
     assert state["env_steps"] == metrics(run_dir)[-1]["env_steps"]
     assert (run_dir / "policy" / "saved_model.pb").is_file()
+    assert _ranks_of(run_dir) == []
+
+
+def test_killing_the_launcher_leaves_no_rank_running(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _launch(tmp_path, run_dir, "--policy", "multi-learner", "--workers", "2")
+    try:
+        _wait_for_metrics(run_dir, 2)
+        assert len(_ranks_of(run_dir, ranks_only=True)) == 2
+        proc.kill()  # SIGKILL: the launcher cannot clean up
+        proc.wait()
+        end = time.monotonic() + 30
+        while _ranks_of(run_dir) and time.monotonic() < end:
+            time.sleep(0.5)
+        assert _ranks_of(run_dir) == []
+    finally:
+        for pid in _ranks_of(run_dir):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_resume_after_a_killed_rank_continues_from_the_last_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    path = spec(tmp_path, checkpoint_every=256)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlgen", "run", str(path), "--policy", "actors-learner", "--workers", "2"]
+        + ["--run-dir", str(run_dir), "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_metrics(run_dir, 4)
+        os.kill(_rank_pid(1), signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    state = json.loads((run_dir / "state.json").read_text())
+    r = rlgen("run", "--resume", run_dir, "--iterations", 2, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = metrics(run_dir)
+    iterations = [row["iteration"] for row in rows]
+    assert iterations == sorted(set(iterations))  # redone iterations are not logged twice
+    assert iterations[-1] == state["iteration"] + 2
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
 
 
 def test_dry_run_prints_the_launch_command_and_plan(tmp_path):

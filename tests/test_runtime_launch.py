@@ -3,43 +3,102 @@
 from __future__ import annotations
 
 import io
-import os
+import json
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from rlgen.runtime.launch import BuildInfo, LaunchError, failure_report, prepare_run_dir
+from rlgen.runtime.launch import BuildInfo, LaunchError, prepare_run_dir
+from rlgen.runtime.lifeline import EXIT_ABORTED, Event, Switchboard
 from rlgen.runtime.progress import Progress
 
 
-def _rank(ranks, r, error=None, done=False, age=0.0):
-    (ranks / f"{r}.pid").write_text("1\n")
-    if error is not None:
-        path = ranks / f"{r}.error"
-        path.write_text(error + "\n\ntraceback...\n")
-        t = time.time() - age
-        os.utime(path, (t, t))
-    if done:
-        (ranks / f"{r}.done").write_text("{}\n")
+def _board_events(board: Switchboard, until, timeout: float = 5.0) -> list[Event]:
+    events: list[Event] = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not until(events):
+        events += board.poll(0.05)
+    return events
 
 
-def test_a_rank_that_died_silently_is_the_cause(tmp_path):
-    _rank(tmp_path, 0, "UnknownError: stopped because another rank failed (Horovod shut down)")
-    _rank(tmp_path, 1)
-    text = failure_report(tmp_path, 1)
-    assert text.startswith("rank 1 died without reporting an error")
-    assert "1 other rank(s) stopped with it" in text
+def test_a_rank_whose_connection_drops_without_a_word_died():
+    board = Switchboard()
+    try:
+        host, port, token = board.address.rsplit(":", 2)
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(json.dumps({"kind": "hello", "rank": 1, "token": token, "pid": 42, "host": "h"}).encode() + b"\n")
+        events = _board_events(board, lambda ev: any(e.kind == "hello" for e in ev))
+        sock.close()
+        events += _board_events(board, lambda ev: any(e.kind == "died" for e in ev))
+        assert [(e.kind, e.rank) for e in events] == [("hello", 1), ("died", 1)]
+        assert board.ranks[1].pid == 42 and board.ranks[1].ended == "died"
+    finally:
+        board.close()
 
 
-def test_the_earliest_error_is_the_cause(tmp_path):
-    _rank(tmp_path, 0, "UnknownError: stopped because another rank failed", age=1)
-    _rank(tmp_path, 1, "ValueError: bad observation", age=5)
-    _rank(tmp_path, 2, done=True)
-    assert failure_report(tmp_path, 1).startswith("rank 1 failed: ValueError: bad observation")
+def test_a_rank_that_reports_an_error_or_finishes_did_not_die():
+    board = Switchboard()
+    try:
+        host, port, token = board.address.rsplit(":", 2)
+        socks = []
+        for rank, last in ((0, {"kind": "error", "reason": "ValueError: bad"}), (1, {"kind": "done"})):
+            s = socket.create_connection((host, int(port)))
+            hello = {"kind": "hello", "rank": rank, "token": token}
+            s.sendall((json.dumps(hello) + "\n" + json.dumps({**last, "rank": rank}) + "\n").encode())
+            s.close()
+            socks.append(s)
+        events = _board_events(board, lambda ev: sum(e.kind in ("error", "done") for e in ev) == 2)
+        kinds = {(e.kind, e.rank) for e in events}
+        assert ("error", 0) in kinds and ("done", 1) in kinds and not any(e.kind == "died" for e in events)
+        assert board.ranks[0].reason == "ValueError: bad"
+    finally:
+        board.close()
 
 
-def test_no_rank_started(tmp_path):
-    assert "before any rank started" in failure_report(tmp_path, 2)
+def test_a_connection_without_the_token_is_not_a_rank():
+    board = Switchboard()
+    try:
+        host, port, _ = board.address.rsplit(":", 2)
+        s = socket.create_connection((host, int(port)))
+        s.sendall(json.dumps({"kind": "hello", "rank": 0, "token": "guess"}).encode() + b"\n")
+        events = _board_events(board, lambda ev: False, timeout=0.5)
+        s.close()
+        events += _board_events(board, lambda ev: False, timeout=0.3)
+        assert events == [] and board.ranks == {}
+    finally:
+        board.close()
+
+
+_RANK = """
+import sys, time
+from rlgen.runtime import lifeline
+lifeline.ORPHAN_GRACE = 0.5
+heard = []
+line = lifeline.Lifeline(sys.argv[1], 3, heard.append)
+while not heard:
+    time.sleep(0.01)
+print(heard[0], flush=True)
+time.sleep(30)
+"""
+
+
+def test_ranks_hear_an_interrupt_and_exit_when_the_launcher_is_gone():
+    """A real rank process: Ctrl-C reaches it as `interrupt`; killing the launcher ends it within the grace."""
+    board = Switchboard()
+    proc = subprocess.Popen([sys.executable, "-c", _RANK, board.address], stdout=subprocess.PIPE, text=True)
+    try:
+        assert any(e.kind == "hello" and e.rank == 3 for e in _board_events(board, lambda ev: ev, timeout=20))
+        board.tell("interrupt")
+        assert proc.stdout.readline().strip() == "interrupted"
+        board.close()  # the launcher is gone
+        assert proc.wait(timeout=10) == EXIT_ABORTED
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        board.close()
 
 
 def test_build_info_refuses_a_directory_that_is_not_a_build(tmp_path):

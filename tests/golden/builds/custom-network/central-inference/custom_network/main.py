@@ -16,12 +16,11 @@ Run it from the build directory: `python -m custom_network.main`, under
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
-from rlgen.runtime import comm
 from rlgen.runtime.ppo import METRICS
-from rlgen.runtime.session import RunConfig, Session, configure_tensorflow, default_run_dir
+from rlgen.runtime.rank import run_rank
+from rlgen.runtime.session import RunConfig, Session
 
 from .env_worker import EnvWorkerFragment
 from .learner import LearnerFragment
@@ -48,6 +47,7 @@ RUN = RunConfig(
     log_every=10,
     tensorboard=True,
     episode_capacity=256,
+    run_root="runs",
     metric_names=METRICS,
 )
 ROLES = {0: "learner", 1: "env", 2: "env"}  # rank -> role
@@ -120,26 +120,7 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
-    )
-    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-    args = parser.parse_args(argv)
-    configure_tensorflow()
-    rank, size = comm.init()
-    run_dir = args.run_dir or default_run_dir(RUN.name)
-    session = Session(
-        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
-    )
-    try:
-        RUNNERS[ROLES[rank]](session, rank)
-    except BaseException as error:
-        session.fail(error)
-        raise
-    session.finish()
+    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

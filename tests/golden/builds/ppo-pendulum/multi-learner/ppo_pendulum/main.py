@@ -15,12 +15,11 @@ Run it from the build directory: `python -m ppo_pendulum.main`, under
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
-from rlgen.runtime import comm
 from rlgen.runtime.ppo import METRICS
-from rlgen.runtime.session import RunConfig, Session, configure_tensorflow, default_run_dir
+from rlgen.runtime.rank import run_rank
+from rlgen.runtime.session import RunConfig, Session
 
 from .worker import WorkerFragment
 from .worker_env import WorkerEnvFragment
@@ -47,6 +46,7 @@ RUN = RunConfig(
     log_every=10,
     tensorboard=True,
     episode_capacity=4096,
+    run_root="runs",
     metric_names=METRICS,
 )
 ROLES = {0: "worker", 1: "worker"}  # rank -> role
@@ -92,26 +92,7 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
-    )
-    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-    args = parser.parse_args(argv)
-    configure_tensorflow()
-    rank, size = comm.init()
-    run_dir = args.run_dir or default_run_dir(RUN.name)
-    session = Session(
-        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
-    )
-    try:
-        RUNNERS[ROLES[rank]](session, rank)
-    except BaseException as error:
-        session.fail(error)
-        raise
-    session.finish()
+    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ Run it from the build directory: `python -m ppo_pendulum.main`.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
 from rlgen.runtime.ppo import METRICS
-from rlgen.runtime.session import RunConfig, Session, configure_tensorflow, default_run_dir
+from rlgen.runtime.rank import run_rank
+from rlgen.runtime.session import RunConfig, Session
 
 from .agent import AgentFragment
 from .env import EnvFragment
@@ -43,6 +43,7 @@ RUN = RunConfig(
     log_every=10,
     tensorboard=True,
     episode_capacity=4096,
+    run_root="runs",
     metric_names=METRICS,
 )
 ROLES = {0: "main"}  # rank -> role
@@ -86,26 +87,7 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", help="run directory (default: runs/<name>-<time>)")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the run directory's last checkpoint"
-    )
-    parser.add_argument("--iterations", type=int, help="stop after this many iterations")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-    args = parser.parse_args(argv)
-    configure_tensorflow()
-    rank, size = 0, 1
-    run_dir = args.run_dir or default_run_dir(RUN.name)
-    session = Session(
-        RUN, run_dir, rank, size, args.resume, args.iterations, progress=not args.quiet
-    )
-    try:
-        RUNNERS[ROLES[rank]](session, rank)
-    except BaseException as error:
-        session.fail(error)
-        raise
-    session.finish()
+    run_rank(RUN, ROLES, RUNNERS, argv, distributed=False, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""The session's checkpoints and resume, in one process with a small real TensorFlow module."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf = pytest.importorskip("tensorflow")
+
+from rlgen.runtime.session import RunConfig, Session  # noqa: E402
+
+CONFIG = RunConfig(name="t", total_steps=10_000, steps_per_iteration=100, checkpoint_every=100, checkpoint_keep=3)
+
+
+class Agent(tf.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = tf.Variable(0.0)
+
+
+def _train(run_dir: Path, iterations: int, resume: bool = False) -> tuple[Session, Agent]:
+    session = Session(CONFIG, run_dir, resume=resume, max_iterations=iterations)
+    agent = Agent()
+    session.attach(agent)
+    for i in session.iterations():
+        agent.w.assign(float(i + 1))
+        session.end_iteration(episodes=[(float(i), 10)])
+    session.finish()
+    return session, agent
+
+
+def _rows(run_dir: Path) -> list[int]:
+    return [json.loads(line)["iteration"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_resume_restores_weights_and_state_and_drops_redone_metric_rows(tmp_path):
+    _train(tmp_path, 4)
+    # a kill after iteration 5's metrics but before its checkpoint: the row is redone on resume
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"iteration": 5, "env_steps": 500}) + "\n")
+    session, agent = _train(tmp_path, 2, resume=True)
+    assert session.start_iteration == 4 and agent.w.numpy() == 6.0
+    assert _rows(tmp_path) == [1, 2, 3, 4, 5, 6]
+    assert session.episodes == 6
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    _train(tmp_path, 3)
+    newest = tmp_path / "checkpoints" / "ckpt-300.index"
+    newest.write_bytes(b"garbage")
+    session, agent = _train(tmp_path, 1, resume=True)
+    assert session.start_iteration == 2 and agent.w.numpy() == 3.0
+
+
+def test_a_checkpoint_without_its_run_state_is_not_used(tmp_path):
+    _train(tmp_path, 3)
+    (tmp_path / "checkpoints" / "ckpt-300.state.json").write_text("{}")
+    session, _ = _train(tmp_path, 1, resume=True)
+    assert session.start_iteration == 2
+
+
+def test_no_intact_checkpoint_is_a_clear_error(tmp_path):
+    _train(tmp_path, 1)
+    for path in (tmp_path / "checkpoints").glob("*.state.json"):
+        path.unlink()
+    with pytest.raises(RuntimeError, match=r"no intact checkpoint .*ckpt-100 \(no run state\)"):
+        _train(tmp_path, 1, resume=True)
+
+
+def test_only_the_kept_checkpoints_keep_their_state_files(tmp_path):
+    _train(tmp_path, 5)
+    states = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.state.json"))
+    assert states == ["ckpt-300.state.json", "ckpt-400.state.json", "ckpt-500.state.json"]
+    assert json.loads((tmp_path / "state.json").read_text())["checkpoint"] == "ckpt-500"
