@@ -491,7 +491,6 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
                 "module": f.name,
                 "class_name": class_name(f.name),
                 "kind": f.kind,
-                "takes_rank": f.kind == "env" or any(s.kind == "loop" for s in f.steps),
             }
             for f in frags
         ],

@@ -26,6 +26,7 @@ class PolicyResult:
     workers: int
     ok: bool
     error: str = ""
+    applies: bool = True  # False: the spec does not validate under this policy (error says why)
     iterations: int = 0
     env_steps: int = 0
     wall: float = 0.0
@@ -40,7 +41,7 @@ def read_run(run_dir: Path, policy: str, workers: int, target: float | None) -> 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     if not rows:
         return PolicyResult(policy, workers, False, "no metrics written")
-    steady = rows[1:] or rows
+    steady = rows[1:] or rows  # the first iteration traces and compiles: rates leave it out
     span = steady[-1]["time"] - (rows[0]["time"] if len(rows) > 1 else 0.0)
     steps = steady[-1]["env_steps"] - (rows[0]["env_steps"] if len(rows) > 1 else 0)
     result = PolicyResult(
@@ -95,19 +96,29 @@ def run_policy(
     except subprocess.TimeoutExpired:
         return PolicyResult(policy, workers, False, f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip() or "failed").splitlines()
-        return PolicyResult(policy, workers, False, lines[-1])
+        lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "failed").splitlines() if ln.strip()]
+        first_error = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "failed")
+        return PolicyResult(policy, workers, False, first_error)
     return read_run(run_dir, policy, workers, target)
 
 
 def bench(
-    spec: Path, policies: Sequence[str], workers: int, iterations: int | None, target: float | None = None
+    spec: Path,
+    policies: Sequence[str],
+    workers: int,
+    iterations: int | None,
+    target: float | None = None,
+    not_applicable: dict[str, str] | None = None,
 ) -> list[PolicyResult]:
-    """Run ``spec`` under each policy (``single`` on 1 worker, the others on ``workers``)."""
+    """Run ``spec`` under each policy (``single`` on 1 worker, the others on ``workers``);
+    ``not_applicable`` maps a policy the spec does not validate under to the reason."""
     out = []
     with tempfile.TemporaryDirectory(prefix="rlgen-bench-") as tmp:
         for policy in policies:
             n = 1 if policy == "single" else workers
+            if not_applicable and policy in not_applicable:
+                out.append(PolicyResult(policy, n, False, not_applicable[policy], applies=False))
+                continue
             out.append(run_policy(spec, policy, n, iterations, Path(tmp) / policy, target))
     return out
 
@@ -120,9 +131,9 @@ def format_table(results: Sequence[PolicyResult], target: float | None = None) -
     """One column per policy: steps/s, ms per iteration for each part, and (with a target) time to it."""
     head = ["", *(f"{r.policy} ({r.workers})" for r in results)]
     rows = [
-        ["env steps", *(_fmt(r.env_steps) if r.ok else "failed" for r in results)],
-        ["wall time (s)", *(_fmt(r.wall, "{:.1f}") for r in results)],
-        ["steps/s", *(_fmt(r.steps_per_s) for r in results)],
+        ["env steps", *(_fmt(r.env_steps) if r.ok else "failed" if r.applies else "n/a" for r in results)],
+        ["training time (s)", *(_fmt(r.wall, "{:.1f}") if r.ok else "-" for r in results)],
+        ["steps/s (after the 1st iteration)", *(_fmt(r.steps_per_s) if r.ok else "-" for r in results)],
     ]
     if target is not None:
         rows.append([f"time to {target:g} (s)", *(_fmt(r.time_to_target, "{:.1f}") for r in results)])
@@ -135,5 +146,5 @@ def format_table(results: Sequence[PolicyResult], target: float | None = None) -
         "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
         for row in [head, *rows]
     ]
-    errors = [f"{r.policy}: {r.error}" for r in results if not r.ok]
-    return "\n".join(lines + errors)
+    notes = [f"{r.policy}: {'failed: ' if r.applies else 'not applicable: '}{r.error}" for r in results if not r.ok]
+    return "\n".join(lines + notes)

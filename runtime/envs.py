@@ -31,6 +31,17 @@ def env_seed(seed: int, *indices: int) -> int:
     return int(state[0] & 0x7FFFFFFF)
 
 
+#: Index that keeps a replica's sampling streams apart from its envs' seeds (env indices are small).
+_REPLICA_STREAM = 1 << 21
+
+
+def replica_seed(seed: int, rank: int) -> int:
+    """The base seed of one replica's random streams (action sampling, exploration, minibatch
+    order): derived from the run seed and the rank, so two actors never draw the same stream
+    and a rerun draws the same ones (Brax folds the process id into its key the same way)."""
+    return env_seed(seed, rank, _REPLICA_STREAM)
+
+
 class VectorEnv:
     """``num_envs`` copies of one environment, stepped together in this process.
 

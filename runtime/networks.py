@@ -177,9 +177,15 @@ def import_callable(ref: str) -> Callable[..., Any]:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"expected 'pkg.module:callable', got {ref!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(
+            f"cannot import {ref!r} ({exc}); its module must be importable where rlgen runs: "
+            "run from the directory that holds it, or add that directory to PYTHONPATH"
+        ) from None
     if not callable(obj):
         raise TypeError(f"{ref!r} is not callable")
     return obj

@@ -135,10 +135,6 @@ class Policy(tf.Module):
         action = dist.mode() if deterministic else dist.sample(self.generator)
         return action, dist.log_prob(action)
 
-    def reseed(self, seed: int) -> None:
-        """Restart the sampling stream from ``seed`` (e.g. per rank after a broadcast)."""
-        self.generator.reset_from_seed(seed)
-
 
 class Value(tf.Module):
     """A state-value function ``V(obs) -> [B]`` over a network with one output.

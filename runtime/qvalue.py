@@ -87,10 +87,6 @@ class QNetwork(tf.Module):
         random = tf.minimum(pick, self.num_actions - 1)
         return tf.where(u < epsilon, random, greedy)
 
-    def reseed(self, seed: int) -> None:
-        """Restart the exploration stream from ``seed``."""
-        self.generator.reset_from_seed(seed)
-
     def policy(self, epsilon: float = 0.0) -> QPolicy:
         """This network as a policy with the interface of :class:`rlgen.runtime.policies.Policy`
         (for evaluation and the exported SavedModel)."""

@@ -334,3 +334,40 @@ def test_same_spec_same_seed_gives_the_same_run(tmp_path):
         runs[name] = [(row["mean_return"], row["policy_loss"], row["value_loss"]) for row in metrics(workdir / "run")]
     assert runs["a"] == runs["b"]
     assert runs["a"] != runs["c"]
+
+
+def test_runs_go_to_train_run_dir_and_eval_names_a_missing_env_module(tmp_path):
+    """`train.run_dir` places the run; `rlgen eval` from a directory where the spec's env factory
+    cannot be imported says which module and what to do (it used to report an internal error)."""
+    (tmp_path / "myenvs.py").write_text("import gymnasium\n\n\ndef make():\n    return gymnasium.make('CartPole-v1')\n")
+    text = spec(tmp_path).read_text().replace("  id: CartPole-v1\n", "  factory: myenvs:make\n")
+    text = text.replace("  num_envs: 8", "  num_envs: 8\n  spaces: {observation: {shape: [4]}, action: {n: 2}}")
+    text = text.replace("  seed: 0\n", "  seed: 0\n  run_dir: my-runs\n")
+    path = tmp_path / "factory.rl.yaml"
+    path.write_text(text)
+    r = rlgen("run", path, "--iterations", 1, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run_dir,) = (tmp_path / "my-runs").iterdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    e = rlgen("eval", run_dir, "--episodes", 1, cwd=elsewhere)
+    assert e.returncode == 2, e.stderr
+    assert "cannot import 'myenvs:make'" in e.stderr and "PYTHONPATH" in e.stderr and "bug" not in e.stderr
+    assert rlgen("eval", run_dir, "--episodes", 1, cwd=tmp_path).returncode == 0
+
+
+def test_bench_marks_a_policy_the_spec_does_not_fit_as_not_applicable(tmp_path):
+    r = rlgen(
+        "bench",
+        ROOT / "examples" / "dqn-cartpole.rl.yaml",
+        "--policies",
+        "single,multi-learner",
+        "--iterations",
+        2,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "multi-learner: not applicable: 1 envs do not split evenly" in r.stdout
+    steps_row = next(line for line in r.stdout.splitlines() if line.startswith("env steps"))
+    single, multi = steps_row.split()[-2:]
+    assert single == "512" and multi == "n/a"

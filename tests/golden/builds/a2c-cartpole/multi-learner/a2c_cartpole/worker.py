@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 from rlgen.runtime import comm
 from rlgen.runtime.buffers import RolloutBuffer
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
 from rlgen.runtime.ppo import PPOConfig, PPOLearner
@@ -48,9 +49,10 @@ ACTION_SPEC = ActionSpec(n=2)
 class WorkerFragment(tf.Module):
     """Networks and components of fragment `worker`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="worker")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.pi = build_network(
             {"kind": "mlp", "hidden": [64, 64], "activation": "tanh", "init": "orthogonal"},
             OBS_SHAPE,
@@ -73,7 +75,7 @@ class WorkerFragment(tf.Module):
             ACTION_SPEC,
             distribution="auto",
             log_std_init=0.0,
-            seed=seed + 100,
+            seed=stream + 100,
             name="actor",
         )
         self.critic = Value(self.v, name="critic")
@@ -102,7 +104,7 @@ class WorkerFragment(tf.Module):
             num_steps=5,
             num_envs=BATCH,
             obs_shape=OBS_SHAPE,
-            seed=seed + 103,
+            seed=stream + 103,
             reduce_gradients=comm.allreduce_gradients,  # multi-learner: allreduce at `gradients`
             name="learner",
         )

@@ -55,7 +55,7 @@ ROLES = {0: "worker", 1: "worker"}  # rank -> role
 def run_worker(session: Session, rank: int) -> None:
     """Role `worker` (ranks [0, 1])."""
     worker_env = WorkerEnvFragment(rank, RUN.seed)
-    worker = WorkerFragment(RUN.seed)
+    worker = WorkerFragment(rank, RUN.seed)
     session.attach(
         worker,
         policy=worker.actor,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from rlgen.runtime import comm
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec
 from rlgen.runtime.qvalue import Exploration, QNetwork
@@ -54,9 +55,10 @@ ACTION_SPEC = ActionSpec(n=2)
 class ActorFragment(tf.Module):
     """Networks and components of fragment `actor`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="actor")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.qnet = build_network(
             {"kind": "mlp", "hidden": [256, 256], "activation": "relu", "init": "glorot_uniform"},
             OBS_SHAPE,
@@ -66,7 +68,7 @@ class ActorFragment(tf.Module):
             name="qnet",
         )
         # --- components (spec: $.components) ---
-        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=seed + 100, name="q")
+        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=stream + 100, name="q")
         # the replay buffer lives with the learner: this side keeps one block's steps to send
         self.replay = TransitionStage(256, BATCH, OBS_SHAPE, ACTION_SHAPE, np.int32)
 

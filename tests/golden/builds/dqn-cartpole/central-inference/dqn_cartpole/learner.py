@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 from rlgen.runtime import comm
 from rlgen.runtime.dqn import DQNConfig, DQNLearner
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec
 from rlgen.runtime.qvalue import Exploration, QNetwork
@@ -52,9 +53,10 @@ ACTION_SPEC = ActionSpec(n=2)
 class LearnerFragment(tf.Module):
     """Networks and components of fragment `learner`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="learner")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.qnet = build_network(
             {"kind": "mlp", "hidden": [256, 256], "activation": "relu", "init": "glorot_uniform"},
             OBS_SHAPE,
@@ -64,9 +66,9 @@ class LearnerFragment(tf.Module):
             name="qnet",
         )
         # --- components (spec: $.components) ---
-        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=seed + 100, name="q")
+        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=stream + 100, name="q")
         self.replay = ReplayBuffer(
-            100000, OBS_SHAPE, ACTION_SHAPE, np.int32, num_envs=BATCH, seed=seed + 101
+            100000, OBS_SHAPE, ACTION_SHAPE, np.int32, num_envs=BATCH, seed=stream + 101
         )
         self.learner = DQNLearner(
             self.q,

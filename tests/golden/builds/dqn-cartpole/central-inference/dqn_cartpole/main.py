@@ -54,7 +54,7 @@ ROLES = {0: "learner", 1: "env"}  # rank -> role
 
 def run_learner(session: Session, rank: int) -> None:
     """Role `learner` (ranks [0])."""
-    learner = LearnerFragment(RUN.seed)
+    learner = LearnerFragment(rank, RUN.seed)
     session.attach(
         learner,
         policy=learner.q.policy(),

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from rlgen.runtime.dqn import DQNConfig, DQNLearner
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec
 from rlgen.runtime.qvalue import Exploration, QNetwork
@@ -51,9 +52,10 @@ ACTION_SPEC = ActionSpec(n=2)
 class AgentFragment(tf.Module):
     """Networks and components of fragment `agent`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="agent")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.qnet = build_network(
             {"kind": "mlp", "hidden": [256, 256], "activation": "relu", "init": "glorot_uniform"},
             OBS_SHAPE,
@@ -63,9 +65,9 @@ class AgentFragment(tf.Module):
             name="qnet",
         )
         # --- components (spec: $.components) ---
-        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=seed + 100, name="q")
+        self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=stream + 100, name="q")
         self.replay = ReplayBuffer(
-            100000, OBS_SHAPE, ACTION_SHAPE, np.int32, num_envs=BATCH, seed=seed + 101
+            100000, OBS_SHAPE, ACTION_SHAPE, np.int32, num_envs=BATCH, seed=stream + 101
         )
         self.learner = DQNLearner(
             self.q,

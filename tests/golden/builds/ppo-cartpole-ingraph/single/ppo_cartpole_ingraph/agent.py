@@ -18,7 +18,7 @@ Steps, in the loop's order:
 from __future__ import annotations
 
 import tensorflow as tf
-from rlgen.runtime.envs import env_seed
+from rlgen.runtime.envs import env_seed, replica_seed
 from rlgen.runtime.graphbuffers import GraphRolloutBuffer
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
@@ -37,6 +37,7 @@ class AgentFragment(tf.Module):
 
     def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="agent")
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
         # --- env (spec: $.env): in-graph, stepped inside the compiled iteration ---
         self.env = make_tf_env(
             "CartPole-v1",
@@ -45,7 +46,7 @@ class AgentFragment(tf.Module):
             max_episode_steps=None,
             episode_capacity=256,
         )
-        # --- networks (spec: $.networks) ---
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.pi = build_network(
             {"kind": "mlp", "hidden": [64, 64], "activation": "tanh", "init": "orthogonal"},
             OBS_SHAPE,
@@ -68,7 +69,7 @@ class AgentFragment(tf.Module):
             ACTION_SPEC,
             distribution="auto",
             log_std_init=0.0,
-            seed=seed + 100,
+            seed=stream + 100,
             name="actor",
         )
         self.critic = Value(self.v, name="critic")
@@ -97,7 +98,7 @@ class AgentFragment(tf.Module):
             num_steps=32,
             num_envs=BATCH,
             obs_shape=OBS_SHAPE,
-            seed=seed + 103,
+            seed=stream + 103,
             name="learner",
         )
         # --- values kept between compiled calls (spec: $.loop.init, and carried by $.loop) ---

@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 from rlgen.runtime import comm
 from rlgen.runtime.buffers import RolloutBuffer
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
 from rlgen.runtime.steps import compiled
@@ -57,9 +58,10 @@ ACTION_SPEC = ActionSpec(n=2)
 class ActorFragment(tf.Module):
     """Networks and components of fragment `actor`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="actor")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.pi = build_network(
             {"kind": "mlp", "hidden": [64, 64], "activation": "tanh", "init": "orthogonal"},
             OBS_SHAPE,
@@ -82,7 +84,7 @@ class ActorFragment(tf.Module):
             ACTION_SPEC,
             distribution="auto",
             log_std_init=0.0,
-            seed=seed + 100,
+            seed=stream + 100,
             name="actor",
         )
         self.critic = Value(self.v, name="critic")

@@ -56,7 +56,7 @@ ROLES = {0: "learner", 1: "actor", 2: "actor"}  # rank -> role
 
 def run_learner(session: Session, rank: int) -> None:
     """Role `learner` (ranks [0])."""
-    learner = LearnerFragment(RUN.seed)
+    learner = LearnerFragment(rank, RUN.seed)
     session.attach(
         learner,
         policy=learner.actor,
@@ -83,7 +83,7 @@ def run_learner(session: Session, rank: int) -> None:
 def run_actor(session: Session, rank: int) -> None:
     """Role `actor` (ranks [1, 2])."""
     actor_env = ActorEnvFragment(rank, RUN.seed)
-    actor = ActorFragment(RUN.seed)
+    actor = ActorFragment(rank, RUN.seed)
     actor.sync_weights()  # initial weights from rank 0
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---

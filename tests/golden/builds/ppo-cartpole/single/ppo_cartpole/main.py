@@ -52,7 +52,7 @@ ROLES = {0: "main"}  # rank -> role
 def run_main(session: Session, rank: int) -> None:
     """Role `main` (ranks [0])."""
     env = EnvFragment(rank, RUN.seed)
-    agent = AgentFragment(RUN.seed)
+    agent = AgentFragment(rank, RUN.seed)
     session.attach(
         agent,
         policy=agent.actor,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from rlgen.runtime.buffers import RolloutBuffer
+from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
 from rlgen.runtime.ppo import PPOConfig, PPOLearner
@@ -47,9 +48,10 @@ ACTION_SPEC = ActionSpec(shape=(1,), low=(-2.0,), high=(2.0,))
 class AgentFragment(tf.Module):
     """Networks and components of fragment `agent`, and its steps as compiled functions."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, rank: int = 0, seed: int = 0) -> None:
         super().__init__(name="agent")
-        # --- networks (spec: $.networks) ---
+        stream = replica_seed(seed, rank)  # this replica's own sampling streams
+        # --- networks (spec: $.networks): equal on every replica (seeded by the run seed) ---
         self.pi = build_network(
             {"kind": "mlp", "hidden": [64, 64], "activation": "tanh", "init": "orthogonal"},
             OBS_SHAPE,
@@ -72,7 +74,7 @@ class AgentFragment(tf.Module):
             ACTION_SPEC,
             distribution="gaussian",
             log_std_init=0.0,
-            seed=seed + 100,
+            seed=stream + 100,
             name="actor",
         )
         self.critic = Value(self.v, name="critic")
@@ -99,7 +101,7 @@ class AgentFragment(tf.Module):
             num_steps=1024,
             num_envs=BATCH,
             obs_shape=OBS_SHAPE,
-            seed=seed + 103,
+            seed=stream + 103,
             name="learner",
         )
 
