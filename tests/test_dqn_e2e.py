@@ -2,8 +2,9 @@
 
 The replay buffer lives with the learner. Under `actors-learner` the actor ranks send
 each collection block's steps to it; under `central-inference` the learner rank acts
-for every env itself. Both must hand the learner the same transitions, so with the same
-seed they train identically; `multi-learner` keeps one replay per learner.
+for every env itself. Both must hand the learner the same transitions: with greedy
+acting (each replica explores with its own random stream, so exploration would differ)
+and the same seed they train identically. `multi-learner` keeps one replay per learner.
 """
 
 from __future__ import annotations
@@ -23,8 +24,13 @@ DQN = (ROOT / "examples" / "dqn-cartpole.rl.yaml").read_text()
 HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
 
 
-def spec(tmp_path: Path, num_envs: int = 2, learning_starts: int = 512, eval_every: int = 0) -> Path:
+def spec(
+    tmp_path: Path, num_envs: int = 2, learning_starts: int = 512, eval_every: int = 0, greedy: bool = False
+) -> Path:
     text = DQN.replace("  num_envs: 1 ", f"  num_envs: {num_envs} ", 1)
+    if greedy:
+        text = re.sub(r"initial: 1.0 ", "initial: 0.0 ", text)
+        text = re.sub(r"final: 0.04 ", "final: 0.0 ", text)
     text = re.sub(r"after: 1000 ", f"after: {learning_starts} ", text)
     text = re.sub(r"eval: \{every: \d+, episodes: \d+", f"eval: {{every: {eval_every}, episodes: 3", text)
     assert text.count(f"after: {learning_starts} ") == 2
@@ -33,9 +39,11 @@ def spec(tmp_path: Path, num_envs: int = 2, learning_starts: int = 512, eval_eve
     return path
 
 
-def run(tmp_path: Path, policy: str, workers: int, iterations: int, eval_every: int = 0) -> list[dict]:
+def run(
+    tmp_path: Path, policy: str, workers: int, iterations: int, eval_every: int = 0, greedy: bool = False
+) -> list[dict]:
     run_dir = tmp_path / f"run-{policy}"
-    path = spec(tmp_path, eval_every=eval_every)
+    path = spec(tmp_path, eval_every=eval_every, greedy=greedy)
     r = subprocess.run(
         [sys.executable, "-m", "rlgen", "run", str(path), "--policy", policy, "--workers", str(workers)]
         + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}")]
@@ -78,8 +86,8 @@ def test_single_learns_from_replay_after_learning_starts(tmp_path):
 
 @pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
 def test_actors_send_the_learner_the_transitions_it_would_collect_itself(tmp_path):
-    actors = run(tmp_path, "actors-learner", 2, 5)
-    central = run(tmp_path, "central-inference", 2, 5)
+    actors = run(tmp_path, "actors-learner", 2, 5, greedy=True)
+    central = run(tmp_path, "central-inference", 2, 5, greedy=True)
     keys = ("env_steps", "episodes", "mean_return", "loss", "q", "grad_norm")
     assert [[r.get(k) for k in keys] for r in actors] == [[r.get(k) for k in keys] for r in central]
     assert actors[-1]["loss"] is not None
