@@ -27,7 +27,7 @@
 #
 # Environment (all optional):
 #   RLGEN_TESTHOSTS_PREFIX  name prefix of namespaces, bridge and veths (default rlgen)
-#   RLGEN_TESTHOSTS_SUBNET  first three octets of the private /24 (default 10.199.73)
+#   RLGEN_TESTHOSTS_SUBNET  first three octets of the private /24 (default 192.168.213)
 #   RLGEN_TESTHOSTS_STATE   state directory (default ${XDG_RUNTIME_DIR:-/tmp}/<prefix>-testhosts)
 #
 # Exit status: 0 ok, 1 failure, 2 usage, 77 this machine cannot host them (not root, no
@@ -35,7 +35,9 @@
 set -euo pipefail
 
 PREFIX="${RLGEN_TESTHOSTS_PREFIX:-rlgen}"
-SUBNET="${RLGEN_TESTHOSTS_SUBNET:-10.199.73}"
+# Above 127.x on purpose: Gloo connects from the higher address to the lower one, so a rank
+# that wrongly binds to 127.0.0.1 fails here instead of working by luck (docs/cluster.md).
+SUBNET="${RLGEN_TESTHOSTS_SUBNET:-192.168.213}"
 STATE="${RLGEN_TESTHOSTS_STATE:-${XDG_RUNTIME_DIR:-/tmp}/$PREFIX-testhosts}"
 BRIDGE="${PREFIX}0"       # the bridge here, and each host's interface: one name everywhere
 LAUNCHER_IP="$SUBNET.1"
@@ -49,11 +51,11 @@ unavailable() { log "unavailable: $*"; exit 77; }
 [[ "$PREFIX" =~ ^[a-z][a-z0-9]{0,9}$ ]] \
   || { log "RLGEN_TESTHOSTS_PREFIX must be 1-10 lower-case letters/digits, starting with a letter"; exit 2; }
 [[ "$SUBNET" =~ ^(10|172|192)\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
-  || { log "RLGEN_TESTHOSTS_SUBNET must be the first three octets of a private /24, e.g. 10.199.73"; exit 2; }
+  || { log "RLGEN_TESTHOSTS_SUBNET must be the first three octets of a private /24, e.g. 192.168.213"; exit 2; }
 
 ns_name() { printf '%s-h%s' "$PREFIX" "$1"; }   # also the name of its veth end in the root namespace
 ns_ip() { printf '%s.%s' "$SUBNET" "$((10 + $1))"; }
-sshd_pid() { local f="$STATE/$(ns_name "$1")/sshd.pid"; [ -s "$f" ] && cat "$f"; }
+sshd_pid() { local f; f="$STATE/$(ns_name "$1")/sshd.pid"; [ -s "$f" ] && cat "$f"; }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
 # Namespaces of this prefix that exist now, by index (from `ip netns`, not from the state).
@@ -62,7 +64,7 @@ existing_indices() {
 }
 state_indices() { [ -f "$STATE/hosts" ] && awk '{print $1}' "$STATE/hosts"; }
 
-# HOST given as rlgen-h1, h1, 1 or 10.199.73.11 -> index
+# HOST given as rlgen-h1, h1, 1 or its address (192.168.213.11) -> index
 host_index() {
   local h="$1" i
   case "$h" in
@@ -71,7 +73,7 @@ host_index() {
     "$SUBNET".*) i=$(( ${h##*.} - 10 )) ;;
     *) i="$h" ;;
   esac
-  [[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$MAX_HOSTS" ] || die "unknown host '$h'"
+  if ! [[ "$i" =~ ^[0-9]+$ ]] || [ "$i" -lt 1 ] || [ "$i" -gt "$MAX_HOSTS" ]; then die "unknown host '$h'"; fi
   ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$(ns_name "$i")" || die "host $(ns_name "$i") is not up"
   printf '%s' "$i"
 }
@@ -80,15 +82,17 @@ host_index() {
 
 # End every process in namespace $1 (sshd and whatever ran under it): TERM, then KILL; bounded.
 kill_ns_procs() {
-  local ns="$1" pids try
+  local ns="$1" try sig
+  local -a pids
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
-    [ -n "${pids// /}" ] || return 0
-    if [ "$try" -le 6 ]; then kill -TERM $pids 2>/dev/null || true; else kill -KILL $pids 2>/dev/null || true; fi
+    mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null)
+    [ "${#pids[@]}" -gt 0 ] || return 0
+    sig=TERM; [ "$try" -le 6 ] || sig=KILL
+    kill -"$sig" "${pids[@]}" 2>/dev/null || true
     sleep 0.3
   done
-  pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
-  [ -z "${pids// /}" ] || log "warning: processes still in $ns: $pids"
+  mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null)
+  [ "${#pids[@]}" -eq 0 ] || log "warning: processes still in $ns: ${pids[*]}"
 }
 
 do_down() {
@@ -272,6 +276,7 @@ start_sshd() {  # index
   # that every host name resolves to its address there, as on a real cluster. Horovod 0.28.1's
   # Gloo needs that: it binds its collectives to the address of gethostname() (see
   # docs/cluster.md), whatever --network-interface says.
+  # shellcheck disable=SC2016  # $1.. expand in the inner sh
   ip netns exec "$ns" unshare --uts -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -E "$5"' \
     sh "$ns" "$dir/hosts" "$SSHD" "$dir/sshd_config" "$dir/sshd.log" \
@@ -295,7 +300,8 @@ wait_ssh() {  # index
 
 do_up() {
   local n="${1:-2}" i ns ip_
-  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le "$MAX_HOSTS" ] || { log "up: N must be 1..$MAX_HOSTS"; exit 2; }
+  local -a idx
+  if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt "$MAX_HOSTS" ]; then log "up: N must be 1..$MAX_HOSTS"; exit 2; fi
   need_root_and_netns
   if [ -n "$(existing_indices)" ] || ip link show "$BRIDGE" >/dev/null 2>&1 || [ -f "$STATE/$MARK" ]; then
     log "removing a previous setup with prefix $PREFIX first"
@@ -327,6 +333,7 @@ do_up() {
     ip link add "$ns" type veth peer name "$BRIDGE" netns "$ns"
     ip link set "$ns" master "$BRIDGE"
     ip link set "$ns" up
+    # shellcheck disable=SC2016  # $1, $2 expand in the inner sh
     ip netns exec "$ns" sh -c '
       [ ! -w /proc/sys/net/ipv6/conf/all/disable_ipv6 ] || echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6
       ip link set lo up && ip addr add "$1/24" dev "$2" && ip link set "$2" up' sh "$ip_" "$BRIDGE"
@@ -412,7 +419,7 @@ do_exec() {
 }
 
 do_link() {
-  [ $# -eq 2 ] && { [ "$2" = up ] || [ "$2" = down ]; } || { log "usage: $0 link HOST up|down"; exit 2; }
+  if [ $# -ne 2 ] || { [ "$2" != up ] && [ "$2" != down ]; }; then log "usage: $0 link HOST up|down"; exit 2; fi
   local i
   i="$(host_index "$1")"
   ip link set "$(ns_name "$i")" "$2"
@@ -432,8 +439,16 @@ do_hide() {
   log "$2 now looks empty on $(ns_name "$i") (undone by down)"
 }
 
+# One change at a time per prefix (two `up`s at once would tear down each other's hosts).
+lock() {
+  command -v flock >/dev/null 2>&1 || return 0
+  exec 9>"${TMPDIR:-/tmp}/$PREFIX-testhosts.lock"
+  flock -w 300 9 || die "another testhosts command for prefix $PREFIX holds the lock"
+}
+
 cmd="${1:-}"
 [ $# -eq 0 ] || shift
+case "$cmd" in up | down | link | hide) lock ;; esac
 case "$cmd" in
   up) [ $# -le 1 ] || { log "usage: $0 up [N]"; exit 2; }; do_up "${1:-2}" ;;
   down)

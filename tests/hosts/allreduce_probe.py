@@ -79,14 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         print("PROBE " + json.dumps(doc), flush=True)
 
     if args.seconds > 0:
+        # Each allreduce also sums "my time is up" flags, so every rank stops after the same
+        # number of collectives (a rank that stopped alone would leave the others waiting).
         end = time.monotonic() + args.seconds
-        n, last = 0, 0.0
-        while time.monotonic() < end:
-            s = int(hvd.allreduce(tf.constant(1, tf.int64), op=hvd.Sum, name="heartbeat").numpy())
-            n += 1
+        n, last, stop = 0, 0.0, False
+        while not stop:
+            flag = 1 if time.monotonic() >= end else 0
+            s = hvd.allreduce(tf.constant([1, flag], tf.int64), op=hvd.Sum, name="heartbeat").numpy()
+            n, stop = n + 1, bool(s[1] > 0)
             if time.monotonic() - last >= 1.0:
                 last = time.monotonic()
-                print(f"HEARTBEAT rank {rank} on {me['hostname']}: {n} allreduces, sum {s}", flush=True)
+                print(f"HEARTBEAT rank {rank} on {me['hostname']}: {n} allreduces, sum {int(s[0])}", flush=True)
             time.sleep(0.1)
         print(f"DONE rank {rank}: {n} allreduces", flush=True)
     hvd.shutdown()
