@@ -29,6 +29,7 @@
 #   RLGEN_TESTHOSTS_PREFIX  name prefix of namespaces, bridge and veths (default rlgen)
 #   RLGEN_TESTHOSTS_SUBNET  first three octets of the private /24 (default 192.168.213)
 #   RLGEN_TESTHOSTS_STATE   state directory (default ${XDG_RUNTIME_DIR:-/tmp}/<prefix>-testhosts)
+#   RLGEN_TESTHOSTS_SSHD    the sshd binary to use (default: sshd on PATH or in /usr/sbin)
 #
 # Exit status: 0 ok, 1 failure, 2 usage, 77 this machine cannot host them (not root, no
 # network namespaces, no sshd and apt-get could not install it) — tests skip on 77.
@@ -138,6 +139,10 @@ need_root_and_netns() {
 
 find_sshd() {
   local s
+  if [ -n "${RLGEN_TESTHOSTS_SSHD:-}" ]; then
+    [ -x "$RLGEN_TESTHOSTS_SSHD" ] && { printf '%s' "$RLGEN_TESTHOSTS_SSHD"; return 0; }
+    return 1
+  fi
   for s in "$(command -v sshd 2>/dev/null || true)" /usr/sbin/sshd /usr/local/sbin/sshd; do
     [ -n "$s" ] && [ -x "$s" ] && { printf '%s' "$s"; return 0; }
   done
@@ -303,6 +308,7 @@ do_up() {
   local -a idx
   if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt "$MAX_HOSTS" ]; then log "up: N must be 1..$MAX_HOSTS"; exit 2; fi
   need_root_and_netns
+  lock
   if [ -n "$(existing_indices)" ] || ip link show "$BRIDGE" >/dev/null 2>&1 || [ -f "$STATE/$MARK" ]; then
     log "removing a previous setup with prefix $PREFIX first"
     do_down
@@ -421,6 +427,7 @@ do_exec() {
 do_link() {
   if [ $# -ne 2 ] || { [ "$2" != up ] && [ "$2" != down ]; }; then log "usage: $0 link HOST up|down"; exit 2; fi
   local i
+  lock
   i="$(host_index "$1")"
   ip link set "$(ns_name "$i")" "$2"
   log "link of $(ns_name "$i") is $2"
@@ -429,6 +436,7 @@ do_link() {
 do_hide() {
   [ $# -eq 2 ] || { log "usage: $0 hide HOST PATH"; exit 2; }
   local i pid
+  lock
   i="$(host_index "$1")"
   pid="$(sshd_pid "$i" 2>/dev/null || true)"
   alive "$pid" || die "sshd of $(ns_name "$i") is not running"
@@ -440,6 +448,7 @@ do_hide() {
 }
 
 # One change at a time per prefix (two `up`s at once would tear down each other's hosts).
+# The (empty) lock file ${TMPDIR:-/tmp}/<prefix>-testhosts.lock is kept.
 lock() {
   command -v flock >/dev/null 2>&1 || return 0
   exec 9>"${TMPDIR:-/tmp}/$PREFIX-testhosts.lock"
@@ -448,12 +457,11 @@ lock() {
 
 cmd="${1:-}"
 [ $# -eq 0 ] || shift
-case "$cmd" in up | down | link | hide) lock ;; esac
 case "$cmd" in
   up) [ $# -le 1 ] || { log "usage: $0 up [N]"; exit 2; }; do_up "${1:-2}" ;;
   down)
     [ "$(id -u)" -eq 0 ] || { log "down needs root"; exit 1; }
-    do_down; log "down: nothing of prefix $PREFIX is left" ;;
+    lock; do_down; log "down: nothing of prefix $PREFIX is left" ;;
   status) do_status ;;
   env) do_env ;;
   exec) do_exec "$@" ;;
