@@ -128,7 +128,7 @@ do_down() {
 need_root_and_netns() {
   [ "$(uname -s)" = Linux ] || unavailable "network namespaces need Linux"
   [ "$(id -u)" -eq 0 ] || unavailable "network namespaces need root (running as uid $(id -u))"
-  for cmd in ip ssh ssh-keygen unshare nsenter timeout; do
+  for cmd in ip unshare nsenter timeout; do
     command -v "$cmd" >/dev/null 2>&1 || unavailable "'$cmd' is not installed"
   done
   ip netns list >/dev/null 2>&1 || unavailable "'ip netns' does not work here"
@@ -149,26 +149,31 @@ find_sshd() {
   return 1
 }
 
-# Install openssh-server with apt-get when sshd is missing. The server is only used as a
-# binary: no system service is started (a temporary policy-rc.d forbids it where none exists).
+# Install openssh-server (which brings the client) with apt-get when sshd, ssh or ssh-keygen
+# is missing. The server is only used as a binary: no system service is started (a temporary
+# policy-rc.d forbids it where the machine has none).
 ensure_sshd() {
-  SSHD="$(find_sshd)" && return 0
-  command -v apt-get >/dev/null 2>&1 || unavailable "sshd is not installed and there is no apt-get to install it"
-  log "sshd is missing: installing Debian's openssh-server with apt-get (non-interactive; no service is started)"
+  if SSHD="$(find_sshd)" && command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1; then
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || unavailable "sshd or ssh is not installed and there is no apt-get to install it"
+  log "sshd or ssh is missing: installing Debian's openssh-server with apt-get (non-interactive; no service is started)"
   local policy=/usr/sbin/policy-rc.d made_policy=0 rc=0
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\n# rlgen testhosts: temporary, removed after apt-get\nexit 101\n' >"$policy"
     chmod 755 "$policy"; made_policy=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  local apt=(timeout 300 apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+  local apt=(timeout 180 apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
   "${apt[@]}" install --no-install-recommends openssh-server >&2 \
     || { log "apt-get install failed; running apt-get update and trying again"; \
-         timeout 300 apt-get -q update >&2 && "${apt[@]}" install --no-install-recommends openssh-server >&2; } \
+         timeout 180 apt-get -q update >&2 && "${apt[@]}" install --no-install-recommends openssh-server >&2; } \
     || rc=$?
   [ "$made_policy" -eq 0 ] || rm -f "$policy"
   [ "$rc" -eq 0 ] || unavailable "sshd is not installed and 'apt-get install openssh-server' failed (status $rc)"
-  SSHD="$(find_sshd)" || unavailable "openssh-server installed but no sshd binary found"
+  if ! { SSHD="$(find_sshd)" && command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1; }; then
+    unavailable "openssh-server installed but sshd, ssh or ssh-keygen is still missing"
+  fi
 }
 
 check_subnet_free() {

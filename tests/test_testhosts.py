@@ -22,7 +22,7 @@ from hostsupport import (
     testhosts_fixture,  # noqa: F401  (registers the fixture `testhosts`)
 )
 
-PROBE_TIMEOUT_S = 55
+PROBE_TIMEOUT_S = 90  # typically 12-17 s here; 30 s with the 2 cores shared by other test runs
 
 
 def test_ssh_reaches_each_host_in_its_own_namespace(testhosts: TestHosts) -> None:

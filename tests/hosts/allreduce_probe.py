@@ -11,7 +11,9 @@ Gloo uses (HOROVOD_GLOO_IFACE) and its pid. Rank 0 prints one line
 
 With ``--seconds S`` every rank then keeps allreducing (every 0.1 s) for S seconds and
 prints a heartbeat line each second: used to see how a run fails when a rank is killed
-or a link goes down mid-run. Exit status 0 when every check passed.
+or a link goes down mid-run; ``--pause-rank RANK:S`` makes one rank sleep S seconds once in
+that loop (a slow rank, which must not count as a dead one). Exit status 0 when every
+check passed.
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ def iface_address(iface: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.0, help="keep allreducing this long after the checks")
+    parser.add_argument(
+        "--pause-rank",
+        default="",
+        metavar="RANK:S",
+        help="in the loop, RANK sleeps S seconds once (a slow rank, not a dead one)",
+    )
     args = parser.parse_args(argv)
 
     t0 = time.monotonic()
@@ -83,7 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         # number of collectives (a rank that stopped alone would leave the others waiting).
         end = time.monotonic() + args.seconds
         n, last, stop = 0, 0.0, False
+        pause_rank, pause_s = (
+            (int(args.pause_rank.split(":")[0]), float(args.pause_rank.split(":")[1])) if args.pause_rank else (-1, 0)
+        )
         while not stop:
+            if rank == pause_rank and n == 3:
+                print(f"PAUSE rank {rank}: sleeping {pause_s} s between collectives", flush=True)
+                time.sleep(pause_s)
             flag = 1 if time.monotonic() >= end else 0
             s = hvd.allreduce(tf.constant([1, flag], tf.int64), op=hvd.Sum, name="heartbeat").numpy()
             n, stop = n + 1, bool(s[1] > 0)
