@@ -20,9 +20,10 @@
 # the filesystem, so the same venv path works on every host.
 #
 # Nothing outside the state directory, the namespaces, the bridge and the veths is changed,
-# except: openssh-server is installed with apt-get if sshd is missing, and /run/sshd (sshd's
-# privilege-separation directory, normally made by the package's service) is created if
-# missing. ~/.ssh is not touched: ssh reaches the hosts through <state>/ssh_config, which
+# except: openssh-server is installed with apt-get if sshd or ssh is missing (with a
+# temporary /usr/sbin/policy-rc.d, where there is none, so that no ssh service starts), and
+# /run/sshd (sshd's privilege-separation directory, normally made by the package's service)
+# is created if missing. ~/.ssh is not touched: ssh reaches the hosts through <state>/ssh_config, which
 # <state>/bin/ssh (put first on PATH by `env`) adds for these hosts only.
 #
 # Environment (all optional):
@@ -37,7 +38,7 @@ set -euo pipefail
 
 PREFIX="${RLGEN_TESTHOSTS_PREFIX:-rlgen}"
 # Above 127.x on purpose: Gloo connects from the higher address to the lower one, so a rank
-# that wrongly binds to 127.0.0.1 fails here instead of working by luck (docs/cluster.md).
+# that wrongly binds to 127.0.0.1 fails here instead of working by luck (docs/cluster-notes.md).
 SUBNET="${RLGEN_TESTHOSTS_SUBNET:-192.168.213}"
 STATE="${RLGEN_TESTHOSTS_STATE:-${XDG_RUNTIME_DIR:-/tmp}/$PREFIX-testhosts}"
 BRIDGE="${PREFIX}0"       # the bridge here, and each host's interface: one name everywhere
@@ -53,6 +54,8 @@ unavailable() { log "unavailable: $*"; exit 77; }
   || { log "RLGEN_TESTHOSTS_PREFIX must be 1-10 lower-case letters/digits, starting with a letter"; exit 2; }
 [[ "$SUBNET" =~ ^(10|172|192)\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
   || { log "RLGEN_TESTHOSTS_SUBNET must be the first three octets of a private /24, e.g. 192.168.213"; exit 2; }
+[[ "$STATE" = /* && "$STATE" != *[[:space:]]* ]] \
+  || { log "RLGEN_TESTHOSTS_STATE must be an absolute path without spaces"; exit 2; }
 
 ns_name() { printf '%s-h%s' "$PREFIX" "$1"; }   # also the name of its veth end in the root namespace
 ns_ip() { printf '%s.%s' "$SUBNET" "$((10 + $1))"; }
@@ -285,7 +288,7 @@ start_sshd() {  # index
   # namespace (mounts do not propagate back), in which $dir/hosts is bound over /etc/hosts so
   # that every host name resolves to its address there, as on a real cluster. Horovod 0.28.1's
   # Gloo needs that: it binds its collectives to the address of gethostname() (see
-  # docs/cluster.md), whatever --network-interface says.
+  # docs/cluster-notes.md), whatever --network-interface says.
   # shellcheck disable=SC2016  # $1.. expand in the inner sh
   ip netns exec "$ns" unshare --uts -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -E "$5"' \
@@ -373,7 +376,7 @@ do_up() {
 # --- status, env, exec, link, hide -------------------------------------------------------
 
 do_status() {
-  local ok=0 i ns pid reach
+  local ok=0 i ns pid reach link
   if [ ! -f "$STATE/hosts" ]; then
     [ -z "$(existing_indices)" ] || { log "namespaces $(existing_indices | sed "s/^/$PREFIX-h/" | tr '\n' ' ')exist without state $STATE (run down)"; return 1; }
     echo "no test hosts (prefix $PREFIX, state $STATE)"; return 1
@@ -383,8 +386,8 @@ do_status() {
     pid="$(sshd_pid "$i" || true)"
     reach=no
     timeout 10 ssh -n -F "$STATE/ssh_config" -o ConnectTimeout=3 "$ns" true 2>/dev/null && reach=yes
-    printf '%s %s link %s sshd %s ssh %s\n' "$ns" "$ip_" \
-      "$(ip -br link show "$ns" 2>/dev/null | awk '{print $2}' || echo missing)" \
+    link="$(ip -br link show "$ns" 2>/dev/null | awk '{print $2}')"
+    printf '%s %s link %s sshd %s ssh %s\n' "$ns" "$ip_" "${link:-missing}" \
       "$(alive "$pid" && echo "pid $pid" || echo dead)" "$reach"
     [ "$reach" = yes ] || ok=1
   done <"$STATE/hosts"
