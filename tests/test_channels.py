@@ -1,0 +1,143 @@
+"""Point-to-point channels between ranks (runtime/channels.py): real TCP sockets, real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rlgen.runtime.channels import Mesh, PeerLost, Stopped, listen, pack, unpack
+
+
+def _meshes(size: int, peers_of) -> list[Mesh]:
+    """``size`` meshes in this process, connected as ranks would be (each built in its own thread)."""
+    listeners = [listen("127.0.0.1") for _ in range(size)]
+    addresses = [("127.0.0.1", sock.getsockname()[1]) for sock in listeners]
+    out: list[Mesh | None] = [None] * size
+
+    def make(r: int) -> None:
+        out[r] = Mesh(r, listeners[r], addresses, peers_of(r))
+
+    threads = [threading.Thread(target=make, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(m is not None for m in out)
+    return out  # type: ignore[return-value]
+
+
+def _close(*meshes: Mesh) -> None:
+    """Close meshes at once, as ranks finishing together do (each waits briefly for its peers)."""
+    threads = [threading.Thread(target=m.close) for m in meshes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+def _star(size: int):
+    return lambda r: range(1, size) if r == 0 else [0]
+
+
+def test_pack_and_unpack_round_trip_shapes_and_dtypes():
+    arrays = [np.arange(24, dtype=np.float32).reshape(2, 3, 4), np.array([1, 0, 1], np.bool_), np.int32(7)]
+    specs = [((2, 3, 4), "float32"), ((3,), "bool"), ((), "int32")]
+    back = unpack(pack(arrays), specs)
+    for a, b in zip(arrays, back, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="does not hold"):
+        unpack(pack(arrays), specs[:2])
+
+
+def test_frames_arrive_in_order_per_tag_and_senders_do_not_wait():
+    learner, actor = _meshes(2, _star(2))
+    try:
+        big = np.random.default_rng(0).normal(size=(1024, 105)).astype(np.float32)  # a MuJoCo-sized rollout
+        start = time.perf_counter()
+        for k in range(20):
+            actor.send(0, 1, pack([big + k]), header=k)
+        assert time.perf_counter() - start < 2.0  # the learner's main loop never read: the sends did not wait
+        actor.send(0, 2, b"other tag")
+        assert learner.recv(1, 2) == (0, b"other tag")
+        for k in range(20):
+            header, payload = learner.recv(1, 1)
+            assert header == k
+            np.testing.assert_array_equal(unpack(payload, [((1024, 105), "float32")])[0], big + k)
+    finally:
+        _close(actor, learner)
+
+
+def test_latest_keeps_the_newest_and_wait_latest_waits_only_for_a_new_enough_version():
+    learner, actor = _meshes(2, _star(2))
+    try:
+        assert actor.latest(0, 5) is None
+        for version in range(1, 4):
+            learner.send(1, 5, f"w{version}".encode(), header=version)
+        assert actor.wait_latest(0, 5, at_least=2, timeout=5) == (3, b"w3")  # newest, older ones dropped
+        assert actor.latest(0, 5) is None
+        threading.Timer(0.3, lambda: learner.send(1, 5, b"w4", header=4)).start()
+        start = time.perf_counter()
+        assert actor.wait_latest(0, 5, at_least=4, timeout=5) == (4, b"w4")
+        assert time.perf_counter() - start >= 0.25
+        with pytest.raises(TimeoutError):
+            actor.wait_latest(0, 5, at_least=9, timeout=0.2)
+    finally:
+        _close(actor, learner)
+
+
+def test_recv_any_takes_whichever_actor_is_first():
+    learner, a1, a2 = _meshes(3, _star(3))
+    try:
+        a2.send(0, 1, b"from 2")
+        assert learner.recv_any([1, 2], 1, timeout=5) == (2, 0, b"from 2")
+        a1.send(0, 1, b"from 1")
+        assert learner.recv_any([1, 2], 1, timeout=5) == (1, 0, b"from 1")
+    finally:
+        _close(a1, a2, learner)
+
+
+def test_a_goodbye_ends_waits_quietly_and_an_interrupt_ends_them_too():
+    learner, actor = _meshes(2, _star(2))
+    threading.Timer(0.2, actor.interrupt).start()
+    with pytest.raises(Stopped):
+        actor.recv(0, 1, timeout=10)
+    learner.close()
+    with pytest.raises(Stopped):  # the learner said goodbye: nothing more will come
+        actor.recv(0, 1, timeout=10)
+    actor.close()
+
+
+_PEER = """
+import sys, time
+from rlgen.runtime.channels import Mesh, listen
+listener = listen("127.0.0.1")
+print(listener.getsockname()[1], flush=True)
+port0 = int(sys.stdin.readline())
+mesh = Mesh(1, listener, [("127.0.0.1", port0), ("127.0.0.1", 0)], [0])
+mesh.send(0, 1, b"hello")
+time.sleep(60)
+"""
+
+
+def test_a_peer_process_that_dies_is_named():
+    listener = listen("127.0.0.1")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port1 = int(proc.stdout.readline())
+        proc.stdin.write(f"{listener.getsockname()[1]}\n")
+        proc.stdin.flush()
+        mesh = Mesh(0, listener, [("127.0.0.1", 0), ("127.0.0.1", port1)], [1])
+        assert mesh.recv(1, 1, timeout=20) == (0, b"hello")
+        proc.kill()
+        with pytest.raises(PeerLost, match="rank 1 closed its connection"):
+            mesh.recv(1, 1, timeout=20)
+        mesh.close()
+    finally:
+        proc.kill()
