@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgen import __version__
-from rlgen.codegen import dot, views
+from rlgen.codegen import dot
 from rlgen.codegen.graph import GraphError, build_graph
 from rlgen.codegen.ir import FDG, to_data, to_json
-from rlgen.codegen.passes import Context, CutError, run_passes
+from rlgen.codegen.lower import lower
+from rlgen.codegen.lower.components import unsupported
+from rlgen.codegen.passes import Context, CutError, network_heads, run_passes
+from rlgen.codegen.plan import Meta, Plan
 from rlgen.codegen.policies import POLICIES
 from rlgen.codegen.render import RenderError, format_tree, ident, render
 from rlgen.dsl.envinfo import resolve_spaces
@@ -63,7 +66,7 @@ def fdg_of(result: Result) -> tuple[FDG, Context]:
 def render_build(result: Result, spec_file: str) -> Build:
     """Every file of the build directory, in memory (deterministic)."""
     fdg, ctx = fdg_of(result)
-    missing = views.unsupported(fdg, ctx)
+    missing = unsupported(fdg, ctx)
     if missing:
         raise BuildError(
             f"rlgen build does not generate code for component kind(s) {', '.join(missing)} yet; "
@@ -71,76 +74,36 @@ def render_build(result: Result, spec_file: str) -> Build:
         )
     spec = ctx.spec
     for name, net in spec.networks.items():
-        heads = [h[0] for h in views.network_heads(ctx, name)]
+        heads = [h[0] for h in network_heads(ctx, name)]
         if net.kind != "mlp" and len(heads) > 1:
             raise BuildError(
                 f"network {name} is custom (kind: {net.kind}) and read by {', '.join(heads)}: a custom network "
                 "has one output, so it cannot carry one head per component; give each component its own "
                 "network, or use kind: mlp (which shares its torso and adds one head per component)"
             )
-    meta = {
-        "version": __version__,
-        "spec_file": spec_file,
-        "sha256": result.sha256,
-        "policy": fdg.policy,
-        "workers": fdg.workers,
-        "spec_name": spec.name,
-    }
-    package = ident(spec.name.replace("-", "_"))
-    files: dict[str, str] = {}
-    for frag in fdg.fragments:
-        view = views.fragment_view(fdg, ctx, frag)
-        template = "compute_fragment.py.j2" if frag.kind == "compute" else "env_worker.py.j2"
-        files[f"{package}/{ident(frag.name)}.py"] = render(template, meta=meta, f=view)
-    files[f"{package}/main.py"] = render(
-        "main.py.j2",
-        meta=meta,
-        package=package,
-        ranks=[to_data(r) for r in fdg.ranks],
-        modules=[
-            {"module": f.name, "class_name": views.class_name(f.name)}
-            for f in sorted(fdg.fragments, key=lambda f: f.name)
-        ],
-        run=views.run_config(fdg, ctx),
-        roles={r.rank: r.role for r in fdg.ranks},
-        schedules=[views.role_schedule(fdg, ctx, role) for role in fdg.roles()],
-    )
-    files[f"{package}/__init__.py"] = render("package_init.py.j2", meta=meta)
+    meta = Meta(__version__, spec_file, result.sha256, spec.name, fdg.policy, fdg.workers)
+    plan = lower(fdg, ctx, meta, ident(spec.name.replace("-", "_")))
+    files = render_plan(plan)
     files["fdg.json"] = to_json(fdg)
-    files["plan.json"] = json.dumps(plan(fdg, meta), sort_keys=True, indent=2) + "\n"
     files["spec.resolved.json"] = json.dumps(spec.to_dict(), indent=2) + "\n"
-    files["fdg.dot"] = dot.to_dot(fdg, meta)
+    files["fdg.dot"] = dot.to_dot(fdg, to_data(meta))
     svg = dot.to_svg(files["fdg.dot"])
     if svg is not None:
         files["fdg.svg"] = svg
     return Build(fdg, files)
 
 
-def plan(fdg: FDG, meta: dict) -> dict:
-    """Ranks, roles, fragments, collectives with payload shapes, process sets."""
-    return {
-        "rlgen": meta["version"],
-        "spec": meta["spec_file"],
-        "sha256": meta["sha256"],
-        "policy": fdg.policy,
-        "workers": fdg.workers,
-        "partition": fdg.partition,
-        "cut": fdg.cut,
-        "ranks": [to_data(r) for r in fdg.ranks],
-        "fragments": [
-            {
-                "name": f.name,
-                "kind": f.kind,
-                "role": f.role,
-                "replicas": f.replicas,
-                "batch": f.batch,
-                "steps": [s.name for s in f.steps],
-            }
-            for f in fdg.fragments
-        ],
-        "collectives": [to_data(t) for t in fdg.transfers if t.op != "local"],
-        "process_sets": [to_data(p) for p in fdg.process_sets],
-    }
+def render_plan(plan: Plan) -> dict[str, str]:
+    """The generated package and ``plan.json`` of a plan: rendering needs nothing else."""
+    files: dict[str, str] = {}
+    package = plan.package
+    for frag in plan.fragments:
+        template = "compute_fragment.py.j2" if frag.kind == "compute" else "env_worker.py.j2"
+        files[f"{package}/{ident(frag.name)}.py"] = render(template, meta=plan.meta, f=frag)
+    files[f"{package}/main.py"] = render("main.py.j2", plan=plan)
+    files[f"{package}/__init__.py"] = render("package_init.py.j2", meta=plan.meta)
+    files["plan.json"] = to_json(plan, sort_keys=False)
+    return files
 
 
 def _safe_out_dir(out_dir: Path) -> Path:

@@ -215,9 +215,11 @@ def to_data(obj: Any) -> Any:
     return obj
 
 
-def to_json(obj: Any) -> str:
-    """Deterministic JSON text (sorted keys, two-space indent, final newline)."""
-    return json.dumps(to_data(obj), sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+def to_json(obj: Any, sort_keys: bool = True) -> str:
+    """Deterministic JSON text (two-space indent, final newline). Keys are sorted unless
+    ``sort_keys`` is False: then objects keep their fields' (and dicts' insertion) order,
+    which matters where the order of a dict is part of what is rendered."""
+    return json.dumps(to_data(obj), sort_keys=sort_keys, indent=2, ensure_ascii=True) + "\n"
 
 
 def _from_data(data: Any, hint: Any) -> Any:
@@ -226,7 +228,7 @@ def _from_data(data: Any, hint: Any) -> Any:
         if data is None:
             return None
         arms = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _from_data(data, arms[0])
+        return _from_data(data, next((a for a in arms if _fits(data, a)), arms[0]))
     if origin is tuple:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -236,6 +238,16 @@ def _from_data(data: Any, hint: Any) -> Any:
         hints = typing.get_type_hints(hint)
         return hint(**{f.name: _from_data(data[f.name], hints[f.name]) for f in dataclasses.fields(hint)})
     return data
+
+
+def _fits(data: Any, hint: Any) -> bool:
+    """Could JSON ``data`` be a value of type ``hint``? (Picks the arm of a union.)"""
+    origin = typing.get_origin(hint) or hint
+    if isinstance(data, list):
+        return origin in (tuple, list)
+    if isinstance(data, dict):
+        return dataclasses.is_dataclass(hint) or origin is dict
+    return not (origin in (tuple, list, dict) or dataclasses.is_dataclass(hint))
 
 
 def from_json(text: str, cls: type) -> Any:

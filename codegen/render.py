@@ -10,6 +10,7 @@ Templates use ``StrictUndefined``: a missing variable is an error, never an empt
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import math
 import re
@@ -101,6 +102,16 @@ def comment_lines(value: Any, indent: str = "", width: int = 100) -> str:
     return ("\n" + indent).join("# " + line for line in lines)
 
 
+def aslist(value: Any) -> Any:
+    """A tuple as a list (how shapes and sizes are written in generated code); anything else as is."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def fields(value: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each field of a dataclass, in order (e.g. keyword arguments to render)."""
+    return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -111,7 +122,9 @@ def environment() -> jinja2.Environment:
         autoescape=False,
         auto_reload=False,
     )
-    env.filters.update(ident=ident, literal=literal, comment=comment, comment_lines=comment_lines)
+    env.filters.update(
+        ident=ident, literal=literal, comment=comment, comment_lines=comment_lines, aslist=aslist, fields=fields
+    )
     return env
 
 

@@ -67,8 +67,8 @@ class BuildInfo:
             build_dir,
             packages[0],
             spec["name"],
-            plan["policy"],
-            int(plan["workers"]),
+            plan["meta"]["policy"],
+            int(plan["meta"]["workers"]),
             tuple(plan["ranks"]),
             spec.get("train", {}).get("run_dir", "runs"),
         )

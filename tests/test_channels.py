@@ -126,9 +126,7 @@ time.sleep(60)
 
 def test_a_peer_process_that_dies_is_named():
     listener = listen("127.0.0.1")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-c", _PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port1 = int(proc.stdout.readline())
         proc.stdin.write(f"{listener.getsockname()[1]}\n")

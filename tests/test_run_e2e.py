@@ -80,7 +80,7 @@ def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["status"] == "finished" and doc["workers"] == workers
     assert (run_dir / "spec.resolved.json").is_file() and (run_dir / "plan.json").is_file()
-    assert json.loads((run_dir / "plan.json").read_text())["policy"] == policy
+    assert json.loads((run_dir / "plan.json").read_text())["meta"]["policy"] == policy
     assert list((run_dir / "checkpoints").glob("ckpt-1024.index"))
     assert (run_dir / "policy" / "saved_model.pb").is_file()
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))

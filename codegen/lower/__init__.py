@@ -1,0 +1,39 @@
+"""Lowering: the placed FDG → the :class:`~rlgen.codegen.plan.Plan` the templates render.
+
+Passes, in order, each writing typed fields once (templates derive nothing):
+
+1. :func:`~rlgen.codegen.lower.fragments.lower_fragment` — per fragment: networks and
+   components (:mod:`~rlgen.codegen.lower.components`, one lowering per kind), compiled
+   steps with their signatures, fused blocks, boundary methods
+   (:mod:`~rlgen.codegen.lower.boundary`, transfer groups);
+2. :func:`~rlgen.codegen.lower.schedule.lower_role` — per role: the loop as operations;
+3. :func:`~rlgen.codegen.lower.schedule.lower_run` — the run's settings.
+"""
+
+from __future__ import annotations
+
+from rlgen.codegen.ir import FDG
+from rlgen.codegen.lower.fragments import lower_fragment
+from rlgen.codegen.lower.schedule import lower_role, lower_run
+from rlgen.codegen.passes import Context
+from rlgen.codegen.plan import Meta, Plan
+
+
+def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
+    roles = tuple(lower_role(fdg, ctx, role) for role in fdg.roles())
+    return Plan(
+        meta=meta,
+        package=package,
+        partition=fdg.partition,
+        cut=fdg.cut,
+        ranks=fdg.ranks,
+        process_sets=fdg.process_sets,
+        collectives=tuple(t for t in fdg.transfers if t.op != "local"),
+        fragments=tuple(lower_fragment(fdg, ctx, f) for f in fdg.fragments),
+        roles=roles,
+        run=lower_run(fdg, ctx),
+        metrics_modules=tuple(dict.fromkeys(r.metrics_module for r in roles if r.metrics and r.metrics_module)),
+    )
+
+
+__all__ = ["lower"]

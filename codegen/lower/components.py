@@ -1,0 +1,208 @@
+"""Lowering of components and networks: what each kind's constructor gets, decided once.
+
+One function per component kind (:data:`LOWER`) turns a spec component into its
+:class:`~rlgen.codegen.plan.ComponentPlan` ``options``; the matching template part
+(``templates/kinds/<kind>.j2``) renders it. Learner settings become the runtime
+config's keyword arguments here (per-learner minibatch, A2C as PPO's one-epoch update).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from rlgen.codegen.ir import FDG, Fragment
+from rlgen.codegen.passes import Context, component_weights, network_heads
+from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
+from rlgen.dsl.spec import resolved
+
+#: Keyword arguments of rlgen.runtime.ppo.PPOConfig that a ppo/a2c component sets.
+PPO_KEYS = (
+    "lr",
+    "gamma",
+    "gae_lambda",
+    "clip",
+    "clip_value",
+    "epochs",
+    "minibatch",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "normalize_advantage",
+    "optimizer",
+)
+#: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.
+DQN_KEYS = ("lr", "gamma", "tau", "double", "max_grad_norm", "optimizer")
+#: A2C is PPO's update with one epoch over the whole rollout and no clipping:
+#: at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient.
+A2C_AS_PPO = {"epochs": 1, "clip": 1.0e9, "clip_value": None}
+#: The runtime module whose METRICS name each learner kind's metrics vector.
+METRICS_MODULE = {"ppo": "ppo", "a2c": "ppo", "dqn": "dqn"}
+
+
+def action_plan(ctx: Context) -> ActionPlan:
+    act = ctx.spaces.action
+    if act.kind == "discrete":
+        return ActionPlan(n=act.n)
+    size = math.prod(act.shape)
+    low = None if act.low is None else tuple([float(act.low)] * size)
+    high = None if act.high is None else tuple([float(act.high)] * size)
+    return ActionPlan(shape=tuple(act.shape), low=low, high=high)
+
+
+def components_of(fdg: FDG, ctx: Context, frag: Fragment) -> list[str]:
+    """Components the fragment's calls use, plus those they refer to (a learner's policy/value), in spec order."""
+    names = list(dict.fromkeys(fdg.graph.node(n).component for n in frag.nodes))
+    out: list[str] = []
+    while names:
+        name = names.pop(0)
+        if name in out or name == "env":
+            continue
+        comp = ctx.spec.components[name]
+        refs = [comp.get(k) for k in ("policy", "value", "q") if comp.get(k) in ctx.spec.components]
+        names = refs + names
+        out.append(name)
+    order = list(ctx.spec.components)
+    return sorted(out, key=order.index)
+
+
+# --- per kind --------------------------------------------------------------------------
+class KindContext:
+    """What a kind's lowering reads: the FDG, the spec context, the fragment and its facts."""
+
+    def __init__(self, fdg: FDG, ctx: Context, frag: Fragment) -> None:
+        self.fdg, self.ctx, self.frag = fdg, ctx, frag
+        self.plain = resolved(ctx.spec)["components"]
+        self.buffer_len = {e.name: e.parts[0].shape[0] for e in fdg.graph.edges if e.type == "buffer"}
+        self.learners = ctx.policy.learner_workers(fdg.workers) if fdg.cut == "gradients" else 1
+        self.reduce = any(t.op == "allreduce" and t.src == frag.name for t in fdg.transfers)
+
+
+def _policy(k: KindContext, name: str) -> dict[str, Any]:
+    comp = k.ctx.spec.components[name]
+    return {"distribution": comp.get("distribution"), "log_std_init": float(comp.get("log_std_init"))}
+
+
+def _qvalue(k: KindContext, name: str) -> dict[str, Any]:
+    return {"exploration": k.plain[name]["exploration"]}
+
+
+def _rollout(k: KindContext, name: str) -> dict[str, Any]:
+    return {"length": k.buffer_len[name]}
+
+
+def _replay(k: KindContext, name: str) -> dict[str, Any]:
+    graph = k.fdg.graph
+    comp = k.ctx.spec.components[name]
+    samples = any(graph.node(n).component == name and graph.node(n).method == "sample" for n in k.frag.nodes)
+    return {
+        "capacity": int(comp.get("capacity")),
+        "batch_size": int(comp.get("batch_size")),
+        "stage": None if samples else k.buffer_len[name],  # an actor's side: stage, send to the learner
+    }
+
+
+def _dqn(k: KindContext, name: str) -> dict[str, Any]:
+    plain = k.plain[name]
+    return {
+        "q": k.ctx.spec.components[name].get("q"),
+        "config": {key: plain[key] for key in DQN_KEYS if key in plain},
+        "reduce": k.reduce,
+    }
+
+
+def _on_policy(k: KindContext, name: str) -> dict[str, Any]:
+    comp = k.ctx.spec.components[name]
+    plain = k.plain[name]
+    buffer = next(e.name for e in k.fdg.graph.edges if e.type == "buffer")
+    steps = k.buffer_len[buffer]
+    config = {key: plain[key] for key in PPO_KEYS if key in plain}
+    if comp.kind == "a2c":
+        config.update(A2C_AS_PPO, minibatch=steps * k.frag.batch)
+    else:
+        config["minibatch"] = int(config["minibatch"]) // k.learners
+    return {
+        "policy": comp.get("policy"),
+        "value": comp.get("value"),
+        "steps": steps,
+        "config": config,
+        "reduce": k.reduce,
+    }
+
+
+LOWER: dict[str, Callable[[KindContext, str], dict[str, Any]]] = {
+    "policy": _policy,
+    "value": lambda k, name: {},
+    "qvalue": _qvalue,
+    "rollout": _rollout,
+    "replay": _replay,
+    "ppo": _on_policy,
+    "a2c": _on_policy,
+    "dqn": _dqn,
+}
+
+
+def unsupported(fdg: FDG, ctx: Context) -> list[str]:
+    """Component kinds of this spec that the code generator cannot render yet."""
+    kinds = {ctx.spec.components[n.component].kind for n in fdg.graph.nodes if n.component != "env"}
+    return sorted(kinds - set(LOWER))
+
+
+def lower_components(
+    fdg: FDG, ctx: Context, frag: Fragment
+) -> tuple[tuple[ComponentPlan, ...], tuple[NetworkPlan, ...]]:
+    """The fragment's components (in spec order) and the networks they read."""
+    k = KindContext(fdg, ctx, frag)
+    spec = ctx.spec
+    names = components_of(fdg, ctx, frag)
+    nets: list[str] = []
+    heads: dict[str, tuple[int, int] | int] = {}
+    networks = []
+    for name in names:
+        net = (
+            spec.components[name].get("network")
+            if spec.components[name].kind in ("policy", "value", "qvalue")
+            else None
+        )
+        if net is not None and net not in nets:
+            nets.append(net)
+    plain_nets = resolved(spec)["networks"]
+    for n in sorted(nets):
+        net_heads = network_heads(ctx, n)
+        sizes, gains = [h[1] for h in net_heads], [h[2] for h in net_heads]
+        networks.append(
+            NetworkPlan(
+                attr=n,
+                config=plain_nets[n],
+                output_size=tuple(sizes) if len(net_heads) > 1 else sizes[0],
+                gain=tuple(gains) if len(net_heads) > 1 else gains[0],
+                seed=1 + sorted(spec.networks).index(n),
+            )
+        )
+        if len(net_heads) > 1:  # a shared torso: each component reads its own head
+            start = 0
+            for comp_name, size, _ in net_heads:
+                kind = spec.components[comp_name].kind
+                heads[comp_name] = (start, start + size) if kind == "policy" else start
+                start += size
+    components = []
+    for i, name in enumerate(names):
+        comp = spec.components[name]
+        network = comp.get("network") if comp.kind in ("policy", "value", "qvalue") else None
+        components.append(
+            ComponentPlan(
+                attr=name,
+                kind=comp.kind,
+                seed=100 + i,
+                network=network,
+                head=heads.get(name) if name in heads else None,
+                options=LOWER[comp.kind](k, name),
+            )
+        )
+    return tuple(components), tuple(networks)
+
+
+def gaussian(ctx: Context, component: str) -> bool:
+    """Does this policy hold a ``log_std`` variable (a Gaussian over box actions)?"""
+    return len(component_weights(ctx, component)) > 1

@@ -1,0 +1,187 @@
+"""Lowering of fragments: each fragment's compiled steps (signatures, calls, fused blocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
+from rlgen.codegen.lower.boundary import boundary
+from rlgen.codegen.lower.components import action_plan, gaussian, lower_components
+from rlgen.codegen.passes import Context
+from rlgen.codegen.plan import CallPlan, EnvPlan, FragmentPlan, LoopBlockPlan, PortPlan, StepPlan, TensorPlan
+from rlgen.dsl.spec import resolved
+
+
+def class_name(fragment: str) -> str:
+    return "".join(p.capitalize() for p in fragment.split("_")) + "Fragment"
+
+
+def tensor(t: Tensor, prefix: str = "") -> TensorPlan:
+    return TensorPlan(f"{prefix}_{t.name}" if prefix else t.name, t.dtype, tuple(t.shape), t.batch_axis)
+
+
+def steps_per_iteration(ctx: Context) -> int:
+    """Env steps one iteration takes over all envs (a loop without env.step counts 1)."""
+    return max(1, ctx.spec.env.num_envs * (ctx.spec.loop.env_steps_per_env() or 1))
+
+
+def gradient_steps(fdg: FDG, block: str) -> int:
+    """How many minibatches one ``replay.sample()`` call of ``block`` draws: the block's
+    ``repeat`` when the block is just ``sample`` then ``update`` (its K gradient steps then
+    run in one compiled call on K minibatches drawn at once, as nothing is inserted in
+    between), else 1."""
+    graph = fdg.graph
+    nodes = [n for n in graph.nodes if n.block == block]
+    if [n.method for n in nodes] == ["sample", "update"] and nodes[1].inputs == nodes[0].outputs:
+        return graph.block(block).repeat
+    return 1
+
+
+def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment) -> FragmentPlan:
+    spec = ctx.spec
+    components, networks = lower_components(fdg, ctx, frag)
+    act = ctx.spaces.action
+    env = spec.env
+    return FragmentPlan(
+        name=frag.name,
+        class_name=class_name(frag.name),
+        kind=frag.kind,
+        role=frag.role,
+        ranks=tuple(r.rank for r in fdg.ranks if r.role == frag.role),
+        batch=frag.batch,
+        replicas=frag.replicas,
+        obs_shape=tuple(ctx.spaces.observation.shape),
+        action=action_plan(ctx),
+        action_dtype="int32" if act.kind == "discrete" else "float32",
+        action_shape=tuple(() if act.kind == "discrete" else act.shape),
+        env=EnvPlan(env.id, env.backend, env.factory, dict(env.kwargs), env.max_episode_steps),
+        networks=networks,
+        components=components,
+        weights=tuple(n.attr for n in networks),
+        log_std=tuple(c.attr for c in components if c.kind == "policy" and gaussian(ctx, c.attr)),
+        steps=tuple(_step(fdg, ctx, frag, s) for s in frag.steps),
+        carried=_carried(fdg, frag),
+        episode_capacity=steps_per_iteration(ctx),  # enough for one iteration's episodes
+        boundary=boundary(fdg, frag),
+        inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
+        outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
+    )
+
+
+def _carried(fdg: FDG, frag: Fragment) -> tuple[TensorPlan, ...]:
+    """Values a fused fragment keeps in variables between its compiled calls: those the
+    ``init`` block produces for later blocks (carried values are updated at each iteration's end)."""
+    if not any(s.kind == "loop" for s in frag.steps):
+        return ()
+    graph = fdg.graph
+    block_of = {n.id: n.block for n in graph.nodes}
+    return tuple(
+        tensor(e.parts[0])
+        for e in graph.edges
+        if block_of.get(e.producer) == "init" and any(block_of[c] != "init" for c in e.consumers)
+    )
+
+
+def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
+    graph = fdg.graph
+    node = graph.node(node_id)
+    kind = "env" if node.component == "env" else ctx.spec.components[node.component].kind
+    options: dict[str, Any] = {}
+    if kind in ("ppo", "a2c", "dqn") and node.method == "update":
+        data = node.inputs[0]
+        options["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
+    if kind == "qvalue":
+        options["exploration"] = resolved(ctx.spec)["components"][node.component]["exploration"]
+    if kind == "replay" and node.method == "sample":
+        options["batches"] = gradient_steps(fdg, node.block)
+        options["batch_size"] = int(ctx.spec.components[node.component].get("batch_size"))
+    inputs = tuple(node.inputs)
+    if kind == "rollout" and node.method == "insert":
+        inputs = inputs + ("0.0",) * (7 - len(inputs))
+    return CallPlan(node.path, node.text, node.component, node.method, kind, inputs, tuple(node.outputs), options)
+
+
+def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step) -> StepPlan:
+    graph = fdg.graph
+    signature: list[TensorPlan] = []
+    for value in step.inputs:
+        edge = graph.edge(value)
+        if edge.type == "buffer":
+            signature += [tensor(t.with_batch(frag.batch), prefix=value) for t in edge.parts]
+        elif edge.type == "batch":  # K sampled minibatches, one gradient step each
+            k = gradient_steps(fdg, step.block)
+            signature += [
+                dataclasses.replace(tensor(t, prefix=value), shape=(k, *t.shape), axis=None) for t in edge.parts
+            ]
+        else:
+            signature.append(tensor(edge.parts[0].with_batch(frag.batch)))
+    calls = [_call(fdg, ctx, n, step.block) for n in step.nodes]
+    if any((c.kind in ("ppo", "a2c", "dqn") and c.method == "update") or c.kind == "qvalue" for c in calls):
+        signature.append(TensorPlan("progress", "float32", ()))
+    blocks: tuple[LoopBlockPlan, ...] = ()
+    if step.kind == "loop":
+        calls, blocks = _loop_blocks(fdg, ctx, step, calls)
+    return StepPlan(
+        name=step.name,
+        kind=step.kind,
+        calls=tuple(calls),
+        signature=tuple(signature),
+        outputs=tuple(step.outputs),
+        produced=tuple(v for c in calls for v in c.outputs),
+        # XLA for inference and a fused iteration; an update compiles its own inner function
+        # (and may hold Horovod ops).
+        jit=step.kind == "loop" or not any(c.method in ("update", "sync_target") for c in calls),
+        blocks=blocks,
+    )
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``... if the spec already uses that name."""
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _loop_blocks(
+    fdg: FDG, ctx: Context, step: Step, calls: list[CallPlan]
+) -> tuple[list[CallPlan], tuple[LoopBlockPlan, ...]]:
+    """A fused iteration, block by block: repeated blocks become ``tf.while_loop`` s whose
+    state is a step counter, the block's carried values and the rows of the buffers it fills.
+    Returns the calls with their row bookkeeping, and the blocks."""
+    graph = fdg.graph
+    taken = set(ctx.spec.components) | {e.name for e in graph.edges} | {"progress", "self"}
+    call_of = dict(zip(step.nodes, calls, strict=True))
+    rows_of: dict[str, str] = {}  # buffer -> the local holding its rows
+    out = []
+    for block in graph.blocks:
+        nodes = [n for n in step.nodes if graph.node(n).block == block.name]
+        if not nodes:
+            continue
+        counter = _fresh("t", taken) if block.repeat > 1 else None
+        buffers = list(dict.fromkeys(graph.node(n).component for n in nodes if graph.node(n).method == "insert"))
+        rows = {b: _fresh(f"{b}_rows", taken) for b in buffers}
+        rows_of.update(rows)
+        for n in nodes:
+            call = call_of[n]
+            if call.kind == "rollout":  # index None: row 0 of a one-step block
+                call_of[n] = dataclasses.replace(
+                    call, options={**call.options, "rows": rows[call.component], "index": counter}
+                )
+            if call.kind in ("ppo", "a2c"):
+                call_of[n] = dataclasses.replace(call, options={**call.options, "rows": rows_of[call.inputs[0]]})
+        out.append(
+            LoopBlockPlan(
+                name=block.name,
+                path=block.path,
+                repeat=block.repeat,
+                counter=counter,
+                body=_fresh(f"{block.name}_step", taken),
+                carry=tuple(block.carry),
+                buffers=tuple((b, rows[b]) for b in buffers),
+                calls=tuple(call_of[n] for n in nodes),
+            )
+        )
+    return [call_of[n] for n in step.nodes], tuple(out)

@@ -1,0 +1,191 @@
+"""Lowering of the rank loops: each role's blocks as an ordered list of operations."""
+
+from __future__ import annotations
+
+from rlgen.codegen.ir import FDG, Fragment, Step, Transfer
+from rlgen.codegen.lower.boundary import transfer_groups
+from rlgen.codegen.lower.components import METRICS_MODULE
+from rlgen.codegen.lower.fragments import class_name, gradient_steps, steps_per_iteration
+from rlgen.codegen.passes import Context
+from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, Op, RolePlan, RunPlan
+
+
+def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
+    """The loop as one role runs it: its steps and its sides of the transfers, in loop order."""
+    graph = fdg.graph
+    frags = [f for f in fdg.fragments if f.role == role]
+    names = {f.name for f in frags}
+    step_at = {s.nodes[0]: (f, s) for f in frags for s in f.steps}
+    transfers_at: dict[str, list[Transfer]] = {}
+    for t in fdg.transfers:
+        if t.op == "local" or t.value == "gradients" or not ({t.src, t.dst} & names):
+            continue
+        transfers_at.setdefault(t.at, []).append(t)
+    known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
+    known |= {t.value for ts in transfers_at.values() for t in ts}
+    buffers = {e.name for e in graph.edges if e.type == "buffer"}
+    received = {t.value for ts in transfers_at.values() for t in ts if t.dst in names and t.value in buffers}
+    replays = frozenset(n for n, c in ctx.spec.components.items() if c.kind == "replay")
+    blocks = []
+    for block in graph.blocks:
+        ops = []
+        for node in (n for n in graph.nodes if n.block == block.name):
+            if node.id in step_at:
+                frag, step = step_at[node.id]
+                ops.append(_step_op(fdg, frag, step, received))
+            for group in transfer_groups(transfers_at.get(node.id, [])):
+                ops.append(_transfer_op(group, names, buffers, replays))
+        k = gradient_steps(fdg, block.name)
+        blocks.append(
+            BlockSchedule(
+                name=block.name,
+                repeat=1 if k > 1 else block.repeat,
+                every=block.every,
+                after=block.after,
+                path=block.path,
+                note=f"block {block.name}: {k} gradient steps in one compiled call" if k > 1 and ops else None,
+                ops=tuple(ops),
+                carry=tuple((dst, src) for dst, src in block.carry if dst in known and src in known),
+                after_ops=tuple(
+                    _transfer_op(g, names, buffers, replays)
+                    for g in transfer_groups(transfers_at.get(f"after:{block.name}", []))
+                ),
+                init=block.name == "init",
+            )
+        )
+    loop_step = next((s for f in frags for s in f.steps if s.kind == "loop"), None)
+    if loop_step is not None:  # one compiled call runs every block but init
+        frag = next(f for f in frags if loop_step in f.steps)
+        names_of = ", ".join(b.name for b in graph.blocks if b.name != "init")
+        blocks = [b for b in blocks if b.init] + [
+            BlockSchedule(
+                name="iteration",
+                repeat=1,
+                every=1,
+                after=0,
+                path="$.loop",
+                note=f"blocks {names_of} as one compiled graph",
+                ops=(_step_op(fdg, frag, loop_step, received),),
+                carry=(),
+                after_ops=(),
+                init=False,
+            )
+        ]
+    start = {}
+    for t in fdg.transfers:
+        if t.op == "broadcast" and ({t.src, t.dst} & names):
+            op = _transfer_op((t,), names, buffers, replays)
+            start.setdefault(op.frag, op)
+    learner = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
+    learner_attr = _learner_of(fdg, learner) if learner else None
+    learner_kind = ctx.spec.components[learner_attr].kind if learner_attr else None
+    learner_comp = ctx.spec.components[learner_attr] if learner_attr else None
+    all_ops = [op for b in blocks for op in b.ops]
+    return RolePlan(
+        role=role,
+        ranks=tuple(r.rank for r in fdg.ranks if r.role == role),
+        fragments=tuple(FragmentRef(f.name, f.name, class_name(f.name), f.kind) for f in frags),
+        blocks=tuple(blocks),
+        start=tuple(start.values()),
+        env_frag=next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
+        learner_frag=learner.name if learner else None,
+        learner_attr=learner_attr,
+        policy_attr=(learner_comp.get("policy") or learner_comp.get("q")) if learner_comp else None,
+        policy_call=learner_kind == "dqn",
+        metrics_module=METRICS_MODULE.get(learner_kind) if learner_kind else None,
+        replicated_learner=learner is not None and len([r for r in fdg.ranks if r.role == role]) > 1,
+        metrics="metrics" in known,
+        metrics_conditional=any(
+            (b.every > 1 or b.after > 0) and any("metrics" in op.outputs for op in b.ops) for b in blocks
+        ),
+        uses_progress=any(a.value == "progress" for op in all_ops for a in op.args),
+        uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init"),
+    )
+
+
+def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
+    return any(fdg.graph.node(n).method == "update" for n in frag.nodes)
+
+
+def _learner_of(fdg: FDG, frag: Fragment) -> str:
+    """The attribute (component name) of the learner in ``frag``."""
+    return next(fdg.graph.node(n).component for n in frag.nodes if fdg.graph.node(n).method == "update")
+
+
+def _step_op(fdg: FDG, frag: Fragment, step: Step, received: set[str]) -> Op:
+    args = []
+    for value in step.inputs:
+        edge = fdg.graph.edge(value)
+        if edge.type == "batch" or (edge.type == "buffer" and value in received):
+            args.append(ArgPlan("star", value))
+        elif edge.type == "buffer":
+            args.append(ArgPlan("rollout", value, frag.name))
+        else:
+            args.append(ArgPlan("name", value))
+    acts = any(fdg.graph.node(n).kind == "qvalue" for n in step.nodes)  # ε follows training progress
+    if (acts or any(fdg.graph.node(n).method == "update" for n in step.nodes)) and step.kind in ("compute", "loop"):
+        args.append(ArgPlan("name", "progress"))
+    return Op("step", frag.name, method=step.name, args=tuple(args), outputs=tuple(step.outputs), lap=_lap(fdg, step))
+
+
+def _lap(fdg: FDG, step: Step) -> str:
+    """Which clock category a step's time is charged to (see rlgen.runtime.session.CATEGORIES)."""
+    if step.kind in ("env", "loop"):
+        return step.kind
+    if step.kind == "cpu":
+        return "buffer"
+    if all(fdg.graph.node(n).component == "env" for n in step.nodes):
+        return "env"  # a fused fragment's init: env.reset() in the graph
+    methods = {fdg.graph.node(n).method for n in step.nodes}
+    return "update" if methods & {"update", "sync_target"} else "inference"
+
+
+def _transfer_op(group: tuple[Transfer, ...], names: set[str], buffers: set[str], replays: frozenset) -> Op:
+    """One line of the rank loop for a group of transfers (one collective)."""
+    t = group[0]
+    if t.op == "broadcast":
+        return Op("sync", t.dst if t.dst in names else t.src, value=t.value, op=t.op)
+    value = "_".join(m.value for m in group)
+    if t.src in names:
+        args = tuple(ArgPlan("rollout" if m.value in buffers else "name", m.value, t.src) for m in group)
+        return Op("send", t.src, value=value, args=args, op=t.op, peer=t.dst)
+    return Op(
+        "recv",
+        t.dst,
+        value=value,
+        op=t.op,
+        peer=t.src,
+        targets=tuple(m.value for m in group),
+        # a replay buffer lives with the learner: what actors collected goes straight in
+        store=tuple(m.value for m in group if m.value in replays),
+    )
+
+
+def lower_run(fdg: FDG, ctx: Context) -> RunPlan:
+    """The run's settings (keyword arguments of rlgen.runtime.session.RunConfig)."""
+    spec, train = ctx.spec, ctx.spec.train
+    per_iteration = steps_per_iteration(ctx)
+    return RunPlan(
+        name=spec.name,
+        total_steps=train.total_steps,
+        steps_per_iteration=per_iteration,
+        seed=train.seed,
+        env={
+            "id": spec.env.id,
+            "factory": spec.env.factory,
+            "kwargs": dict(spec.env.kwargs),
+            "max_episode_steps": spec.env.max_episode_steps,
+            "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],
+        },
+        stop_mean_return=train.stop.mean_return,
+        window=train.stop.window,
+        eval_every=train.eval.every,
+        eval_episodes=train.eval.episodes,
+        eval_deterministic=train.eval.deterministic,
+        checkpoint_every=train.checkpoint.every,
+        checkpoint_keep=train.checkpoint.keep,
+        log_every=train.log.every,
+        tensorboard=train.log.tensorboard,
+        episode_capacity=per_iteration,
+        run_root=train.run_dir,
+    )

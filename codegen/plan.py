@@ -1,0 +1,337 @@
+"""The lowered IR: everything the templates render, computed once by the lowering passes.
+
+The FDG says what runs where; the :class:`Plan` says it in the terms of the generated
+code: each fragment's networks, components and compiled steps with their signatures,
+each boundary method with its packed parts, each role's loop as an ordered list of
+operations, and the run's settings. Templates render a Plan and derive nothing; the
+build writes it as ``plan.json``, and rendering that file again gives the same build
+(``from_json(to_json(plan), Plan) == plan``).
+
+Values that reach generated code as names (``attr``, ``frag``, ``method``…) are
+identifiers checked by the ``ident`` filter when rendered; everything else is plain
+data rendered by ``literal``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlgen.codegen.ir import ProcessSet, RankInfo, Transfer
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """A tensor of a compiled step's signature, a port or a packed transfer."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | None, ...]
+    axis: int | None = None
+
+
+# --- fragments ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class NetworkPlan:
+    """A network built by ``build_network``: one head (``output_size`` an int) or several
+    on a shared torso (tuples, one entry per component reading it)."""
+
+    attr: str
+    config: dict[str, Any]
+    output_size: int | tuple[int, ...]
+    gain: float | tuple[float, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class ComponentPlan:
+    """A component of a fragment. ``options`` are the kind's constructor settings (plain
+    data, see :mod:`rlgen.codegen.lower.components`); ``head`` is its slice of a shared
+    network (``(start, stop)`` for a policy, an index for a value)."""
+
+    attr: str
+    kind: str
+    seed: int
+    network: str | None = None
+    head: tuple[int, int] | int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """One call of the loop inside a compiled step; ``options`` are what its kind needs to
+    render it (e.g. a learner's buffer parts, a sampler's number of minibatches)."""
+
+    path: str
+    text: str
+    component: str
+    method: str
+    kind: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoopBlockPlan:
+    """A block inside a fused iteration: a ``tf.while_loop`` when ``repeat > 1``."""
+
+    name: str
+    path: str
+    repeat: int
+    counter: str | None
+    body: str
+    carry: tuple[tuple[str, str], ...]
+    buffers: tuple[tuple[str, str], ...]  # (buffer, local holding its rows)
+    calls: tuple[CallPlan, ...]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """A method of a fragment: a compiled step (``compute``, ``loop``) or host code (``env``, ``cpu``)."""
+
+    name: str
+    kind: str
+    calls: tuple[CallPlan, ...]
+    signature: tuple[TensorPlan, ...]
+    outputs: tuple[str, ...]
+    produced: tuple[str, ...]
+    jit: bool
+    blocks: tuple[LoopBlockPlan, ...] = ()
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.signature)
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """One value of a packed transfer: parts ``start:stop`` of the group's parts."""
+
+    name: str
+    multi: bool  # several parts: passed and returned as a tuple
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class BoundaryPlan:
+    """A fragment's side of one transfer group: a ``send_<value>``/``recv_<value>`` or ``sync_<value>`` method."""
+
+    kind: str  # send | recv | sync
+    value: str
+    op: str
+    at: str
+    peer: str
+    packed: bool = False
+    multi: bool = False  # the (single) value has several parts
+    members: tuple[MemberPlan, ...] = ()
+    label: str = ""
+    splits: tuple[int, ...] = ()
+    parts: tuple[TensorPlan, ...] = ()
+    received: tuple[TensorPlan, ...] = ()
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    value: str
+    parts: tuple[TensorPlan, ...]
+
+
+@dataclass(frozen=True)
+class ActionPlan:
+    """The action space as ``rlgen.runtime.policies.ActionSpec`` takes it: ``n`` (discrete) or
+    ``shape`` with optional bounds (box)."""
+
+    n: int | None = None
+    shape: tuple[int, ...] | None = None
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EnvPlan:
+    id: str | None
+    backend: str
+    factory: str | None
+    kwargs: dict[str, Any]
+    max_episode_steps: int | None
+
+
+@dataclass(frozen=True)
+class FragmentPlan:
+    """One generated fragment module (a ``tf.Module`` for compute, a host class for envs)."""
+
+    name: str
+    class_name: str
+    kind: str
+    role: str
+    ranks: tuple[int, ...]
+    batch: int
+    replicas: int
+    obs_shape: tuple[int, ...]
+    action: ActionPlan
+    action_dtype: str
+    action_shape: tuple[int, ...]
+    env: EnvPlan
+    networks: tuple[NetworkPlan, ...] = ()
+    components: tuple[ComponentPlan, ...] = ()
+    weights: tuple[str, ...] = ()
+    log_std: tuple[str, ...] = ()
+    steps: tuple[StepPlan, ...] = ()
+    carried: tuple[TensorPlan, ...] = ()
+    episode_capacity: int = 0
+    boundary: tuple[BoundaryPlan, ...] = ()
+    inputs: tuple[PortPlan, ...] = ()
+    outputs: tuple[PortPlan, ...] = ()
+
+    @property
+    def fused(self) -> bool:
+        return any(s.kind == "loop" for s in self.steps)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(c.kind for c in self.components)
+
+
+# --- the rank loops ----------------------------------------------------------------
+@dataclass(frozen=True)
+class ArgPlan:
+    """An argument of a step call: a value (``name``), a received tuple (``star``) or a
+    buffer's rollout held by ``frag`` (``rollout``)."""
+
+    kind: str  # name | star | rollout
+    value: str
+    frag: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One line of a role's loop.
+
+    ``step``: ``outputs = frag.method(*args)``, timed as ``lap``; ``send``/``recv``: a
+    boundary method (``value`` names it) to or from ``peer``; ``sync``: a weights exchange.
+    """
+
+    type: str  # step | send | recv | sync
+    frag: str
+    value: str = ""
+    method: str = ""
+    args: tuple[ArgPlan, ...] = ()
+    outputs: tuple[str, ...] = ()
+    lap: str = ""
+    op: str = ""
+    peer: str = ""
+    targets: tuple[str, ...] = ()
+    store: tuple[str, ...] = ()  # received replay transitions recorded at once (learner side)
+
+
+@dataclass(frozen=True)
+class BlockSchedule:
+    """A loop block as one role runs it."""
+
+    name: str
+    repeat: int
+    every: int
+    after: int
+    path: str
+    note: str | None
+    ops: tuple[Op, ...]
+    carry: tuple[tuple[str, str], ...]
+    after_ops: tuple[Op, ...]
+    init: bool
+
+
+@dataclass(frozen=True)
+class FragmentRef:
+    var: str
+    module: str
+    class_name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """A role's ``run_<role>`` function: its fragments, its loop, which fragment learns."""
+
+    role: str
+    ranks: tuple[int, ...]
+    fragments: tuple[FragmentRef, ...]
+    blocks: tuple[BlockSchedule, ...]
+    start: tuple[Op, ...] = ()
+    env_frag: str | None = None
+    learner_frag: str | None = None
+    learner_attr: str | None = None
+    policy_attr: str | None = None
+    policy_call: bool = False  # a Q-network becomes a policy through .policy()
+    metrics_module: str | None = None
+    replicated_learner: bool = False
+    metrics: bool = False
+    metrics_conditional: bool = False
+    uses_progress: bool = False
+    uses_iteration: bool = False
+
+
+# --- the run -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunPlan:
+    """Keyword arguments of ``rlgen.runtime.session.RunConfig`` (a test keeps the fields equal)."""
+
+    name: str
+    total_steps: int
+    steps_per_iteration: int
+    seed: int
+    env: dict[str, Any]
+    stop_mean_return: float | None
+    window: int
+    eval_every: int
+    eval_episodes: int
+    eval_deterministic: bool
+    checkpoint_every: int
+    checkpoint_keep: int
+    log_every: int
+    tensorboard: bool
+    episode_capacity: int
+    run_root: str
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What the generated files' headers say about their origin."""
+
+    version: str
+    spec_file: str
+    sha256: str
+    spec_name: str
+    policy: str
+    workers: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A whole build, ready to render (see the module docstring)."""
+
+    meta: Meta
+    package: str
+    partition: str | None
+    cut: str | None
+    ranks: tuple[RankInfo, ...]
+    process_sets: tuple[ProcessSet, ...]
+    collectives: tuple[Transfer, ...]
+    fragments: tuple[FragmentPlan, ...]
+    roles: tuple[RolePlan, ...]
+    run: RunPlan
+    metrics_modules: tuple[str, ...] = ()
+
+    @property
+    def policy(self) -> str:
+        return self.meta.policy
+
+    @property
+    def role_of(self) -> dict[int, str]:
+        """rank → role."""
+        return {r.rank: r.role for r in self.ranks}
+
+    @property
+    def workers(self) -> int:
+        return self.meta.workers
