@@ -147,12 +147,14 @@ class Fragment:
 class Transfer:
     """A value crossing from one fragment to another.
 
-    ``op`` is ``local`` (same process: a plain call) or a Horovod collective
-    (``allgather``, ``alltoall``, ``broadcast``, ``allreduce``) on ``process_set``.
-    ``at`` says when: after a node (``rollout.2``), at the end of a block
-    (``after:rollout``), before the first iteration (``start``) or inside a node
-    (``in:learn.0``, e.g. a gradient allreduce). ``payload`` is what one sending
-    rank contributes; ``received`` what arrives.
+    ``op`` is ``local`` (same process: a plain call), a Horovod collective
+    (``allgather``, ``alltoall``, ``broadcast``, ``allreduce``) on ``process_set``, or
+    a one-way channel operation: ``send`` (a queue: taken in order, the sender does not
+    wait) or ``publish`` (a versioned latest value, which the receiver may take up to
+    ``lag`` versions old without waiting). ``at`` says when: after a node
+    (``rollout.2``), at the end of a block (``after:rollout``), before the first
+    iteration (``start``) or inside a node (``in:learn.0``, e.g. a gradient allreduce).
+    ``payload`` is what one sending rank contributes; ``received`` what arrives.
     """
 
     value: str
@@ -164,6 +166,7 @@ class Transfer:
     partition: str | None = None
     payload: tuple[Tensor, ...] = ()
     received: tuple[Tensor, ...] = ()
+    lag: int = 0
 
 
 @dataclass(frozen=True)

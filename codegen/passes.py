@@ -128,17 +128,18 @@ def _single_step(node, siblings) -> Step:
 
 
 # --- 2. transfers -------------------------------------------------------------------
-def _collective(ctx: Context, src_role: str, dst_role: str, carries: str | None) -> tuple[str, str]:
-    """The policy's collective for a crossing from ``src_role`` to ``dst_role``: (op, process set)."""
-    matches = []
-    for c in ctx.policy.collectives:
-        ends = [s.strip() for s in c.direction.split("->")]
-        if len(ends) == 2 and ends[0] == src_role and ends[1] == dst_role:
-            matches.append(c)
-    if not matches:
-        raise CutError(f"policy '{ctx.policy.name}' has no collective from role '{src_role}' to role '{dst_role}'")
-    chosen = next((c for c in matches if c.carries == carries), matches[0])
-    return chosen.op, chosen.process_set
+def _edge_op(ctx: Context, src_role: str, dst_role: str, carries: str | None) -> tuple[str, str]:
+    """How a value crosses from ``src_role`` to ``dst_role`` under the policy: (op, process set)."""
+    edges = ctx.policy.edges_between(src_role, dst_role)
+    if not edges:
+        raise CutError(f"policy '{ctx.policy.name}' has nothing crossing from role '{src_role}' to role '{dst_role}'")
+    edge = next((e for e in edges if e.carries == carries), edges[0])
+    return edge.op, "" if edge.channel else "all"
+
+
+def lag_of(ctx: Context) -> int:
+    """How many updates old the weights an actor acts with may be (``deploy.lag``, else the policy's)."""
+    return ctx.spec.deploy.lag if ctx.spec.deploy.lag is not None else ctx.policy.lag
 
 
 def _carry_sources(fdg: FDG) -> dict[str, tuple[str, str]]:
@@ -196,7 +197,7 @@ def insert_transfers(fdg: FDG, ctx: Context) -> FDG:
             carries = None
             if partition is not None:
                 carries = "send" if value in partition.send else "receive" if value in partition.receive else None
-            op, pset = _collective(ctx, src.role, dst.role, carries)
+            op, pset = _edge_op(ctx, src.role, dst.role, carries)
         transfers[key] = Transfer(
             value=value,
             src=src.name,
@@ -215,7 +216,7 @@ def insert_transfers(fdg: FDG, ctx: Context) -> FDG:
 
 
 def _received_batch(op: str, src: Fragment, dst: Fragment) -> int:
-    return dst.batch if op in ("allgather", "alltoall") else src.batch
+    return dst.batch if op in ("allgather", "alltoall", "send") else src.batch
 
 
 def _parts(fdg: FDG, value: str) -> tuple[Tensor, ...]:
@@ -286,9 +287,10 @@ def _weight_transfers(fdg: FDG, ctx: Context, partition) -> tuple[Transfer, ...]
             comps = dict.fromkeys(graph.node(n).component for n in dst.nodes)
             parts = _weights_of(ctx, comps)
             for src in learning:
-                op, pset = _collective(ctx, src.role, dst.role, "weights")
+                op, pset = _edge_op(ctx, src.role, dst.role, "weights")
                 at = f"after:{graph.blocks[-1].name}"
-                out.append(Transfer("weights", src.name, dst.name, op, at, pset, fdg.partition, parts, parts))
+                lag = lag_of(ctx) if op == "publish" else 0
+                out.append(Transfer("weights", src.name, dst.name, op, at, pset, fdg.partition, parts, parts, lag))
         return tuple(out)
     if fdg.cut == "gradients":
         out = []
@@ -311,8 +313,9 @@ def _weight_transfers(fdg: FDG, ctx: Context, partition) -> tuple[Transfer, ...]
 
 
 def _collective_for(ctx: Context, carries: str) -> tuple[str, str]:
-    c = next(c for c in ctx.policy.collectives if c.carries == carries)
-    return c.op, c.process_set
+    edge = ctx.policy.edge(carries)
+    assert edge is not None, f"policy {ctx.policy.name} has no edge carrying {carries}"
+    return edge.op, "" if edge.channel else "all"
 
 
 # --- 3. fusion ----------------------------------------------------------------------
@@ -431,7 +434,7 @@ def place_fragments(fdg: FDG, ctx: Context) -> FDG:
     fragments = tuple(dataclasses.replace(f, replicas=counts.get(f.role, 0)) for f in fdg.fragments)
     sets = {}
     for t in fdg.transfers:
-        if t.op == "local":
+        if t.op == "local" or not t.process_set:  # a plain call, or a channel between two ranks
             continue
         members = tuple(r for r, role in role_of.items() if t.process_set in ("all", role))
         sets[t.process_set] = ProcessSet(t.process_set, members)

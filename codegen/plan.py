@@ -118,11 +118,15 @@ class MemberPlan:
 class BoundaryPlan:
     """A fragment's side of one transfer group: a ``send_<value>``/``recv_<value>`` or ``sync_<value>`` method."""
 
-    kind: str  # send | recv | sync
+    kind: str  # send | recv | sync (collectives); send | recv | publish | pull (channels)
     value: str
     op: str
     at: str
     peer: str
+    tag: int = 0  # the channel tag of a channel transfer (one per transfer group of the plan)
+    peer_ranks: tuple[int, ...] = ()  # the ranks on the other side of a channel transfer
+    versioned: bool = False  # a send carries, a receive records, the weights version acted with
+    lag: int = 0  # pull: how many versions behind the iteration the weights may be
     packed: bool = False
     multi: bool = False  # the (single) value has several parts
     members: tuple[MemberPlan, ...] = ()
@@ -213,7 +217,7 @@ class Op:
     boundary method (``value`` names it) to or from ``peer``; ``sync``: a weights exchange.
     """
 
-    type: str  # step | send | recv | sync
+    type: str  # step | send | recv | sync | publish | pull
     frag: str
     value: str = ""
     method: str = ""
@@ -224,6 +228,7 @@ class Op:
     peer: str = ""
     targets: tuple[str, ...] = ()
     store: tuple[str, ...] = ()  # received replay transitions recorded at once (learner side)
+    lag: int = 0  # pull: how many versions behind the iteration the weights may be
 
 
 @dataclass(frozen=True)
@@ -258,7 +263,9 @@ class RolePlan:
     ranks: tuple[int, ...]
     fragments: tuple[FragmentRef, ...]
     blocks: tuple[BlockSchedule, ...]
-    start: tuple[Op, ...] = ()
+    start: tuple[Op, ...] = ()  # once, before the loop
+    begin: tuple[Op, ...] = ()  # at the start of every iteration (e.g. taking the newest weights)
+    lag_frag: str | None = None  # the fragment that records the weights version of received experience
     env_frag: str | None = None
     learner_frag: str | None = None
     learner_attr: str | None = None
@@ -321,6 +328,7 @@ class Plan:
     fragments: tuple[FragmentPlan, ...]
     roles: tuple[RolePlan, ...]
     run: RunPlan
+    control: str = "lockstep"  # how ranks agree on stopping (rlgen.runtime.control)
     metrics_modules: tuple[str, ...] = ()
 
     @property

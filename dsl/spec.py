@@ -204,11 +204,13 @@ class Partition:
 
 @dataclass(frozen=True)
 class Deploy:
-    """Distribution policy, number of workers (ranks), and hosts (``host:slots``)."""
+    """Distribution policy, number of workers (ranks), hosts (``host:slots``), and how many
+    learner updates old the weights an actor acts with may be (``lag``; None: the policy's default)."""
 
     policy: str = "single"
     workers: int = 1
     hosts: tuple[str, ...] = ()
+    lag: int | None = None
 
 
 @dataclass(frozen=True)
@@ -377,7 +379,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         for name, raw in data.get("partitions", {}).items()
     }
     dep = data.get("deploy", {})
-    deploy = Deploy(dep.get("policy", "single"), dep.get("workers", 1), tuple(dep.get("hosts", [])))
+    deploy = Deploy(dep.get("policy", "single"), dep.get("workers", 1), tuple(dep.get("hosts", [])), dep.get("lag"))
     tr = data["train"]
     train = Train(
         total_steps=tr["total_steps"],

@@ -63,7 +63,7 @@ def apply_overrides(
     if workers is None:
         workers = min_workers(new_policy) if min_workers and new_policy != dep.policy else dep.workers
     hosts = tuple(hosts) if hosts is not None else dep.hosts
-    return dataclasses.replace(spec, deploy=Deploy(new_policy, workers, hosts))
+    return dataclasses.replace(spec, deploy=Deploy(new_policy, workers, hosts, dep.lag))
 
 
 def validate_text(

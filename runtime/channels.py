@@ -103,6 +103,8 @@ class Mesh:
         self._peers: dict[int, _Peer] = {}
         self._queues: dict[tuple[int, int], deque[tuple[int, bytes]]] = {}
         self._stop_requested = False
+        #: A frame with this tag and a non-zero header is a stop verdict: it ends every wait.
+        self.stop_tag: int | None = None
         peers = sorted(set(peers) - {rank})
         for r in (r for r in peers if r < rank):
             self._peers[r] = _Peer(r, self._dial(addresses[r], r))
@@ -141,10 +143,13 @@ class Mesh:
 
     # --- sending ------------------------------------------------------------------
     def send(self, peer: int, tag: int, payload: bytes = b"", header: int = 0) -> None:
-        """Send a frame to ``peer`` without waiting for it to read (see the class docstring)."""
+        """Send a frame to ``peer`` without waiting for it to read (see the class docstring).
+        A peer that has finished (said goodbye) is skipped; one that was lost raises PeerLost."""
         p = self._peer(peer)
         if p.closed:
-            raise PeerLost(peer) if not p.said_bye else Stopped
+            if p.said_bye:
+                return  # the peer finished and needs nothing more
+            raise PeerLost(peer)
         data = memoryview(_FRAME.pack(tag, header, len(payload)) + payload)
         with p.lock:
             if not p.pending:
@@ -196,7 +201,7 @@ class Mesh:
         self._pump(0.0)
         q = self._queues.get((peer, tag))
         if not q:
-            self._raise_if_lost([peer], tag)
+            self._raise_if_failed(peer)
             return None
         frame = q[-1]
         q.clear()
@@ -216,12 +221,13 @@ class Mesh:
             self._wait(end, [peer], tag, f"frame {tag} from rank {peer} with header >= {at_least}")
 
     def poll(self, peer: int, tag: int) -> tuple[int, bytes] | None:
-        """The next frame ``tag`` from ``peer`` if one arrived (None otherwise); never waits."""
+        """The next frame ``tag`` from ``peer`` if one arrived (None otherwise, also once the peer
+        has finished); never waits."""
         self._pump(0.0)
         q = self._queues.get((peer, tag))
         if q:
             return q.popleft()
-        self._raise_if_lost([peer], tag)
+        self._raise_if_failed(peer)
         return None
 
     def interrupt(self) -> None:
@@ -268,6 +274,11 @@ class Mesh:
                 if len(peers) == 1:
                     raise Stopped  # the peer finished: nothing more will come
 
+    def _raise_if_failed(self, peer: int) -> None:
+        p = self._peer(peer)
+        if p.closed and not p.said_bye:
+            raise PeerLost(peer)
+
     def _peer(self, rank: int) -> _Peer:
         try:
             return self._peers[rank]
@@ -294,8 +305,10 @@ class Mesh:
             del peer.buffer[: _FRAME.size + length]
             if tag == _BYE:
                 peer.said_bye = True
-            else:
-                self._queues.setdefault((peer.rank, tag), deque()).append((header, payload))
+                continue
+            if tag == self.stop_tag and header:
+                self._stop_requested = True
+            self._queues.setdefault((peer.rank, tag), deque()).append((header, payload))
 
     def _close(self, peer: _Peer) -> None:
         with contextlib.suppress(KeyError, ValueError):

@@ -10,8 +10,12 @@ one ``run_<role>`` function per role) and hands them to :func:`main`::
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Mapping, Sequence
 
+from . import p2p
+from .channels import Mesh, Stopped, connect
+from .control import LocalControl, LockstepControl, StreamControl
 from .lifeline import Lifeline
 from .progress import Progress, RemoteProgress
 from .session import RunConfig, Session, configure_tensorflow, default_run_dir
@@ -29,15 +33,34 @@ def _parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _channels(rank: int, size: int, lifeline: Lifeline | None) -> Mesh:
+    """This rank's channels to rank 0 (rank 0: to every rank), addresses exchanged through Horovod.
+
+    A rank advertises the address it reached the launcher from: on one machine the loopback,
+    across hosts the interface that leads to the launcher's network."""
+    from . import comm
+
+    advertise = lifeline.local_address if lifeline else os.environ.get("RLGEN_ADVERTISE", "127.0.0.1")
+    peers = range(1, size) if rank == 0 else [0]
+
+    def exchange(row):
+        return comm.gather(row, [row.size], "uint8").reshape(size, row.size)
+
+    return connect(rank, size, peers, advertise, exchange)
+
+
 def run_rank(
     run: RunConfig,
     roles: Mapping[int, str],
     runners: Mapping[str, Runner],
     argv: Sequence[str] | None = None,
     distributed: bool = False,
+    control: str = "lockstep",
     description: str = "",
 ) -> None:
-    """Parse the rank's arguments, start Horovod (``distributed``), run this rank's role."""
+    """Parse the rank's arguments, start Horovod and the channels (``distributed``), run this
+    rank's role. ``control`` is how ranks agree on stopping (``lockstep`` or ``stream``, see
+    :mod:`rlgen.runtime.control`)."""
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
     configure_tensorflow()
     if distributed:
@@ -60,11 +83,22 @@ def run_rank(
     if rank == 0 and not args.quiet:
         progress = RemoteProgress(lifeline, run.total_steps) if lifeline else Progress(run.total_steps)
     run_dir = args.run_dir or default_run_dir(run.name, run.run_root)
+    mesh = None
     try:
-        session = Session(run, run_dir, rank, size, args.resume, args.iterations, progress=progress, lifeline=lifeline)
+        ctl = LocalControl()
+        if distributed:
+            mesh = _channels(rank, size, lifeline)
+            p2p.attach(mesh)
+            ctl = (StreamControl if control == "stream" else LockstepControl)(mesh, rank, size)
+        session = Session(
+            run, run_dir, rank, size, args.resume, args.iterations, progress=progress, lifeline=lifeline, control=ctl
+        )
         for reason in pending:
             session.request_stop(reason)
-        runners[roles[rank]](session, rank)
+        try:
+            runners[roles[rank]](session, rank)
+        except Stopped:  # rank 0 decided to stop while this rank waited on a channel
+            session.stop_reason = ctl.stop_reason() if isinstance(ctl, StreamControl) and rank else "stopped"
     except BaseException as error:
         if session is not None:
             session.fail(error)
@@ -72,5 +106,7 @@ def run_rank(
             lifeline.send("error", reason=f"{type(error).__name__}: {error}")
         raise
     session.finish()
+    if mesh is not None:
+        mesh.close()
     if lifeline is not None:
         lifeline.close()

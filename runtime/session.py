@@ -10,10 +10,11 @@ generated code::
         session.end_iteration(metrics=..., episodes=env.drain_episodes())
     session.finish()
 
-Once per iteration the ranks exchange one small message (episodes finished and a
-control row) so that every rank stops at the same iteration; rank 0 owns logs,
-TensorBoard, checkpoints (``tf.train.CheckpointManager``, plus ``state.json``
-written atomically after each checkpoint) and the exported policy.
+At the end of every iteration the other ranks report the episodes they finished to
+rank 0, which decides whether to stop (:mod:`rlgen.runtime.control`: every iteration
+in lockstep, or one way for ranks that run at their own pace). Rank 0 owns logs,
+TensorBoard, checkpoints (``tf.train.CheckpointManager``, each with its run state) and
+the exported policy.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .control import LocalControl
 from .progress import Progress
 
 # loop: a whole iteration compiled into one call (single policy, in-graph env); other: logs, checkpoints, eval
@@ -107,6 +109,7 @@ class Session:
         max_iterations: int | None = None,
         progress: Any = None,
         lifeline: Any = None,
+        control: Any = None,
     ) -> None:
         self.config, self.rank, self.size = config, rank, size
         self.run_dir = Path(run_dir)
@@ -119,7 +122,6 @@ class Session:
         self.lengths: deque[int] = deque(maxlen=config.window)
         self.episodes = 0
         self.stop_reason = ""
-        self._stop_requested = False  # rank 0's decision, shared in the next exchange (distributed)
         self._interrupted = False
         self._module = None
         self._policy = None
@@ -136,6 +138,7 @@ class Session:
         # rank 0 shows progress (a Progress here, or one drawn by the launcher); the others none
         self.progress = progress if progress is not None and rank == 0 else Progress(config.total_steps, enabled=False)
         self.lifeline = lifeline
+        self.control = control if control is not None else LocalControl()
         (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "ranks" / f"{rank}.pid").write_text(f"{os.getpid()}\n")
         if rank == 0:
@@ -234,11 +237,7 @@ class Session:
 
     def begin(self) -> None:
         """Agree on the first iteration (rank 0's, after a resume) and open the logs."""
-        if self.distributed:
-            from . import comm
-
-            starts = comm.gather(np.array([self.start_iteration], np.int64), [1], "int64", name="rlgen_begin")
-            self.start_iteration = int(starts[0])
+        self.start_iteration = self.control.begin(self.start_iteration)
         self.iteration = self.start_iteration
         if self.rank == 0:
             self._metrics_file = (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8")
@@ -261,51 +260,30 @@ class Session:
         if not self.stop_reason:
             self.stop_reason = "budget" if self.iteration >= self.config.iterations else "iterations"
 
-    def end_iteration(self, metrics: Any = None, episodes: Sequence[tuple[float, int]] = ()) -> None:
-        """Close an iteration: share episodes and stop requests, log, checkpoint, evaluate."""
+    def end_iteration(
+        self, metrics: Any = None, episodes: Sequence[tuple[float, int]] = (), policy_lag: int | None = None
+    ) -> None:
+        """Close an iteration: report episodes, agree on stopping (rank 0 decides), log,
+        checkpoint, evaluate. ``policy_lag``: how many updates old the weights were that the
+        learned-from experience was collected with (overlapped policies)."""
         self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
-        new_eps, stop = self._exchange(list(episodes))
-        if self.distributed:
-            self.clock.lap("comm")
+        new_eps, interrupted = self.control.report(list(episodes), self._interrupted)
         for ret, length in new_eps:
             self.returns.append(ret)
             self.lengths.append(length)
         self.episodes += len(new_eps)
         self.iteration += 1
-        if not stop and self._return_target_met():
-            if self.distributed:  # rank 0 shares its decision at the next exchange, so every rank agrees
-                self._stop_requested = self.rank == 0
-            else:
-                stop = "mean return reached"
-        self.stop_reason = stop
+        reason = ""
         if self.rank == 0:
-            self._rank0_end(metrics)
+            reason = "interrupted" if interrupted else "mean return reached" if self._return_target_met() else ""
+        self.stop_reason = self.control.verdict(reason)
+        if self.distributed:
+            self.clock.lap("comm")
+        if self.rank == 0:
+            self._rank0_end(metrics, policy_lag)
         self.clock.lap("other")
 
-    def _exchange(self, episodes: list[tuple[float, int]]) -> tuple[list[tuple[float, int]], str]:
-        """One allgather of a fixed-size block per rank: a control row then finished episodes."""
-        cap = self.config.episode_capacity
-        episodes = episodes[-cap:]
-        if not self.distributed:
-            return episodes, "interrupted" if self._interrupted else ""
-        from . import comm
-
-        block = np.full((cap + 1, 2), np.nan)
-        block[0] = (len(episodes), float(self._interrupted) + 2.0 * float(self._stop_requested))
-        if episodes:
-            block[1 : len(episodes) + 1] = np.asarray(episodes, np.float64)
-        everyone = comm.gather(block, [cap + 1, 2], "float64", name="rlgen_iteration").reshape(self.size, cap + 1, 2)
-        out: list[tuple[float, int]] = []
-        flags = 0
-        for r in range(self.size):
-            n, f = int(everyone[r, 0, 0]), int(everyone[r, 0, 1])
-            flags |= f
-            out.extend((float(x), int(y)) for x, y in everyone[r, 1 : n + 1])
-        if flags & 1:
-            return out, "interrupted"
-        return out, "mean return reached" if flags & 2 else ""
-
-    def _rank0_end(self, metrics: Any) -> None:
+    def _rank0_end(self, metrics: Any, policy_lag: int | None = None) -> None:
         now = time.perf_counter()
         elapsed = self.elapsed
         times = self.clock.collect()
@@ -321,6 +299,8 @@ class Session:
             "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
         }
         record.update(self._metric_values(metrics))
+        if policy_lag is not None:
+            record["policy_lag"] = int(policy_lag)
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
         if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
             self._last_eval_steps = self.env_steps

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from buildcases import build_case
 
 from rlgen.api import validate_file
@@ -22,30 +24,42 @@ def test_single_has_no_collectives():
     assert [r.rank for r in b.fdg.ranks] == [0]
 
 
-def test_central_inference_env_worker_has_no_networks_and_learner_gathers_and_scatters():
+def test_central_inference_env_worker_has_no_networks_and_actions_and_steps_travel_one_way():
     b = _build("central-inference", 3)
     env = b.files["ppo_cartpole/env_worker.py"]
     assert "tensorflow" not in env and "build_network" not in env and "tf.Variable" not in env
     learner = b.files["ppo_cartpole/learner.py"]
-    assert "def recv_obs" in learner and "comm.gather(None" in learner
-    assert "def send_action" in learner and "comm.scatter(action" in learner
+    assert "def recv_obs" in learner and "p2p.gather(" in learner and "comm." not in learner
+    assert "def send_action" in learner and "splits=[4, 4]" in learner  # each env worker gets its 4 envs' actions
     ops = {(t.value, t.op, t.src, t.dst) for t in b.fdg.transfers}
-    assert ("next_obs", "allgather", "env_worker", "learner") in ops
-    assert ("action", "alltoall", "learner", "env_worker") in ops
+    assert ("next_obs", "send", "env_worker", "learner") in ops
+    assert ("action", "send", "learner", "env_worker") in ops
     gathered = next(t for t in b.fdg.transfers if t.value == "next_obs")
     assert gathered.payload[0].shape == (4, 4) and gathered.received[0].shape == (8, 4)
 
 
-def test_actors_learner_actors_send_trajectories_and_receive_weights():
+def test_actors_learner_actors_send_rollouts_one_way_and_take_weights_at_most_lag_old():
     b = _build("actors-learner", 3)
     actor = b.files["ppo_cartpole/actor.py"]
-    assert "def send_buffer" in actor and "def sync_weights" in actor
+    assert "def send_obs_buffer" in actor and "header=self.weights_version" in actor and "def pull_weights" in actor
     learner = b.files["ppo_cartpole/learner.py"]
-    assert "def recv_buffer" in learner and "def sync_weights" in learner
-    ops = {(t.value, t.op, t.src, t.dst) for t in b.fdg.transfers if t.op != "local"}
-    assert ("buffer", "allgather", "actor", "learner") in ops
-    assert ("weights", "broadcast", "learner", "actor") in ops
+    assert "def recv_obs_buffer" in learner and "def publish_weights" in learner
+    ops = {(t.value, t.op, t.src, t.dst, t.lag) for t in b.fdg.transfers if t.op != "local"}
+    assert ("buffer", "send", "actor", "learner", 0) in ops
+    assert ("weights", "publish", "learner", "actor", 1) in ops  # the policy's default lag
+    main = b.files["ppo_cartpole/main.py"]
+    assert "actor.pull_weights(iteration - 1)" in main and "learner.publish_weights(iteration + 1)" in main
+    assert "policy_lag=iteration - learner.behaviour_version" in main
     assert {r.role for r in b.fdg.ranks if r.rank > 0} == {"actor"}
+    plan = json.loads(b.files["plan.json"])
+    assert next(r for r in plan["roles"] if r["role"] == "actor")["begin"][0]["lag"] == 1
+
+
+def test_deploy_lag_zero_makes_actors_wait_for_every_update(tmp_path):
+    spec = tmp_path / "lockstep.rl.yaml"
+    spec.write_text(PPO.read_text().replace("  policy: single", "  policy: actors-learner\n  workers: 2\n  lag: 0"))
+    main = build_case(spec, "actors-learner", 2).files["ppo_cartpole/main.py"]
+    assert "actor.pull_weights(iteration - 0)" in main
 
 
 def test_multi_learner_every_rank_learns_with_an_allreduce_of_gradients():

@@ -13,6 +13,7 @@ Passes, in order, each writing typed fields once (templates derive nothing):
 from __future__ import annotations
 
 from rlgen.codegen.ir import FDG
+from rlgen.codegen.lower.boundary import plan_groups
 from rlgen.codegen.lower.fragments import lower_fragment
 from rlgen.codegen.lower.schedule import lower_role, lower_run
 from rlgen.codegen.passes import Context
@@ -20,7 +21,8 @@ from rlgen.codegen.plan import Meta, Plan
 
 
 def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
-    roles = tuple(lower_role(fdg, ctx, role) for role in fdg.roles())
+    groups = plan_groups(fdg)
+    roles = tuple(lower_role(fdg, ctx, role, groups) for role in fdg.roles())
     return Plan(
         meta=meta,
         package=package,
@@ -29,9 +31,10 @@ def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
         ranks=fdg.ranks,
         process_sets=fdg.process_sets,
         collectives=tuple(t for t in fdg.transfers if t.op != "local"),
-        fragments=tuple(lower_fragment(fdg, ctx, f) for f in fdg.fragments),
+        fragments=tuple(lower_fragment(fdg, ctx, f, groups) for f in fdg.fragments),
         roles=roles,
         run=lower_run(fdg, ctx),
+        control=ctx.policy.control,
         metrics_modules=tuple(dict.fromkeys(r.metrics_module for r in roles if r.metrics and r.metrics_module)),
     )
 

@@ -1,17 +1,44 @@
-"""Lowering of transfers: which transfers travel together, and each fragment's boundary methods."""
+"""Lowering of transfers: which transfers travel together, and each fragment's boundary methods.
+
+Collectives: allgathers at the same point between the same fragments share one packed
+collective. Channel transfers (``send``, ``publish``) at the same point between the same
+two roles share one message; the group gets a channel tag (numbered once for the whole
+plan) and one fragment on each side owns its method.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rlgen.codegen.ir import FDG, Fragment, Tensor, Transfer
 from rlgen.codegen.plan import BoundaryPlan, MemberPlan, TensorPlan
+from rlgen.codegen.policies.base import CHANNEL_OPS
 
 
 def _tensor(t: Tensor) -> TensorPlan:
     return TensorPlan(t.name, t.dtype, tuple(t.shape), t.batch_axis)
 
 
+@dataclass(frozen=True)
+class Group:
+    """Transfers that travel together, with the fragment owning each side's method."""
+
+    transfers: tuple[Transfer, ...]
+    src: str  # owning fragment, sending side
+    dst: str  # owning fragment, receiving side
+    tag: int = 0  # channel tag (channel groups only)
+
+    @property
+    def first(self) -> Transfer:
+        return self.transfers[0]
+
+    @property
+    def value(self) -> str:
+        return "_".join(t.value for t in self.transfers)
+
+
 def transfer_groups(transfers) -> list[tuple[Transfer, ...]]:
-    """Transfers that travel together: allgathers at the same point between the same
+    """Collectives that travel together: allgathers at the same point between the same
     fragments share one packed collective (see rlgen.runtime.comm.gather_packed)."""
     groups: dict[tuple, list[Transfer]] = {}
     for i, t in enumerate(transfers):
@@ -20,36 +47,71 @@ def transfer_groups(transfers) -> list[tuple[Transfer, ...]]:
     return [tuple(g) for g in groups.values()]
 
 
-def boundary(fdg: FDG, frag: Fragment) -> tuple[BoundaryPlan, ...]:
-    """The fragment's ``send_*``/``recv_*``/``sync_*`` methods, one per transfer group it takes part in."""
+def plan_groups(fdg: FDG) -> list[Group]:
+    """Every group of non-local transfers of the plan, in transfer order; channel groups are
+    keyed by (point, roles, op) and numbered with their tags."""
+    role = {f.name: f.role for f in fdg.fragments}
+    kind = {f.name: f.kind for f in fdg.fragments}
+    collectives = [t for t in fdg.transfers if t.op != "local" and t.op not in CHANNEL_OPS]
+    out = [Group(g, g[0].src, g[0].dst) for g in transfer_groups(collectives)]
+    channel: dict[tuple, list[Transfer]] = {}
+    for t in fdg.transfers:
+        if t.op in CHANNEL_OPS:
+            channel.setdefault((t.at, role[t.src], role[t.dst], t.op), []).append(t)
+    for tag, members in enumerate(channel.values(), start=1):
+        # a compute fragment owns the method when the role has one (it holds the weights' version)
+        src = next((t.src for t in members if kind[t.src] == "compute"), members[0].src)
+        dst = next((t.dst for t in members if kind[t.dst] == "compute"), members[0].dst)
+        out.append(Group(tuple(members), src, dst, tag))
+    return out
+
+
+def _ranks(fdg: FDG, fragment: str) -> tuple[int, ...]:
+    role = fdg.fragment(fragment).role
+    return tuple(r.rank for r in fdg.ranks if r.role == role)
+
+
+def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPlan, ...]:
+    """The fragment's boundary methods: one per transfer group whose side it owns."""
     out = []
     role_of = {r.rank: r.role for r in fdg.ranks}
-    mine = [t for t in fdg.transfers if t.op != "local" and frag.name in (t.src, t.dst)]
-    for group in transfer_groups(mine):
-        t = group[0]
+    pulls = any(g.first.op == "publish" and g.dst == frag.name for g in groups)
+    for g in groups:
+        t = g.first
+        if frag.name not in (g.src, g.dst) or t.value == "gradients":  # gradients: inside the update
+            continue
+        sending = g.src == frag.name
+        peer = g.dst if sending else g.src
         if t.op == "broadcast":
-            peer = t.src if t.dst == frag.name else t.dst
             out.append(BoundaryPlan("sync", t.value, t.op, t.at, peer))
             continue
-        if t.value == "gradients":  # reduced inside the learner's compiled update
+        if t.op == "publish":
+            kind = "publish" if sending else "pull"
+            out.append(BoundaryPlan(kind, t.value, t.op, t.at, peer, g.tag, _ranks(fdg, peer), lag=t.lag))
             continue
         dst_role = fdg.fragment(t.dst).role
-        splits = tuple(fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of))
-        direction = "send" if t.src == frag.name else "recv"
+        if t.op in CHANNEL_OPS:
+            splits = tuple(fdg.fragment(t.dst).batch for r in _ranks(fdg, t.dst))
+        else:
+            splits = tuple(fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of))
         members, parts, index = [], [], 0
-        for member in group:
+        for member in g.transfers:
             n = len(member.payload)
             members.append(MemberPlan(member.value, n > 1, index, index + n))
             parts += [_tensor(p) for p in member.payload]
             index += n
         out.append(
             BoundaryPlan(
-                kind=direction,
-                value="_".join(m.name for m in members),
+                kind="send" if sending else "recv",
+                value=g.value,
                 op=t.op,
                 at=t.at,
-                peer=t.dst if direction == "send" else t.src,
-                packed=len(group) > 1 or len(t.payload) > 1,
+                peer=peer,
+                tag=g.tag,
+                peer_ranks=_ranks(fdg, peer) if t.op in CHANNEL_OPS else (),
+                # experience acted on with published weights says which version it was
+                versioned=t.op in CHANNEL_OPS and (pulls if sending else _pulls(groups, g.src)),
+                packed=len(g.transfers) > 1 or len(t.payload) > 1,
                 multi=len(t.payload) > 1,
                 members=tuple(members),
                 label=", ".join(m.name for m in members),
@@ -59,3 +121,7 @@ def boundary(fdg: FDG, frag: Fragment) -> tuple[BoundaryPlan, ...]:
             )
         )
     return tuple(out)
+
+
+def _pulls(groups: list[Group], fragment: str) -> bool:
+    return any(g.first.op == "publish" and g.dst == fragment for g in groups)

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
-from rlgen.codegen.lower.boundary import boundary
+from rlgen.codegen.lower.boundary import Group, boundary
 from rlgen.codegen.lower.components import action_plan, gaussian, lower_components
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import CallPlan, EnvPlan, FragmentPlan, LoopBlockPlan, PortPlan, StepPlan, TensorPlan
@@ -38,7 +38,7 @@ def gradient_steps(fdg: FDG, block: str) -> int:
     return 1
 
 
-def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment) -> FragmentPlan:
+def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) -> FragmentPlan:
     spec = ctx.spec
     components, networks = lower_components(fdg, ctx, frag)
     act = ctx.spaces.action
@@ -63,7 +63,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment) -> FragmentPlan:
         steps=tuple(_step(fdg, ctx, frag, s) for s in frag.steps),
         carried=_carried(fdg, frag),
         episode_capacity=steps_per_iteration(ctx),  # enough for one iteration's episodes
-        boundary=boundary(fdg, frag),
+        boundary=boundary(fdg, frag, groups),
         inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
     )

@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from rlgen.codegen.ir import FDG, Fragment, Step, Transfer
-from rlgen.codegen.lower.boundary import transfer_groups
+from rlgen.codegen.ir import FDG, Fragment, Step
+from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.components import METRICS_MODULE
 from rlgen.codegen.lower.fragments import class_name, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, Op, RolePlan, RunPlan
 
 
-def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
+def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePlan:
     """The loop as one role runs it: its steps and its sides of the transfers, in loop order."""
     graph = fdg.graph
     frags = [f for f in fdg.fragments if f.role == role]
     names = {f.name for f in frags}
     step_at = {s.nodes[0]: (f, s) for f in frags for s in f.steps}
-    transfers_at: dict[str, list[Transfer]] = {}
-    for t in fdg.transfers:
-        if t.op == "local" or t.value == "gradients" or not ({t.src, t.dst} & names):
-            continue
-        transfers_at.setdefault(t.at, []).append(t)
-    known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
-    known |= {t.value for ts in transfers_at.values() for t in ts}
+    mine = [g for g in groups if {g.src, g.dst} & names and g.first.value != "gradients"]
     buffers = {e.name for e in graph.edges if e.type == "buffer"}
-    received = {t.value for ts in transfers_at.values() for t in ts if t.dst in names and t.value in buffers}
     replays = frozenset(n for n, c in ctx.spec.components.items() if c.kind == "replay")
+    ops_at: dict[str, list[Op]] = {}
+    start: dict[str, Op] = {}
+    begin: list[Op] = []
+    for g in mine:
+        t = g.first
+        if t.op == "broadcast":  # rank 0's initial weights
+            op = Op("sync", g.dst if g.dst in names else g.src, value=t.value, op=t.op)
+            start.setdefault(op.frag, op)
+        elif t.op == "publish" and g.src in names:  # the learner: initial weights, then after every update
+            start.setdefault(g.src, Op("publish", g.src, value=t.value, op=t.op, peer=g.dst))
+            ops_at.setdefault(t.at, []).append(Op("publish", g.src, value=t.value, op=t.op, peer=g.dst))
+        elif t.op == "publish":  # an actor: the newest weights at the start of each iteration
+            begin.append(Op("pull", g.dst, value=t.value, op=t.op, peer=g.src, lag=t.lag))
+        else:
+            ops_at.setdefault(t.at, []).append(_transfer_op(g, names, buffers, replays))
+    known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
+    known |= {t.value for g in mine for t in g.transfers}
+    received = {t.value for g in mine if g.dst in names for t in g.transfers if t.value in buffers}
     blocks = []
     for block in graph.blocks:
         ops = []
@@ -33,8 +44,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
             if node.id in step_at:
                 frag, step = step_at[node.id]
                 ops.append(_step_op(fdg, frag, step, received))
-            for group in transfer_groups(transfers_at.get(node.id, [])):
-                ops.append(_transfer_op(group, names, buffers, replays))
+            ops += ops_at.get(node.id, [])
         k = gradient_steps(fdg, block.name)
         blocks.append(
             BlockSchedule(
@@ -46,10 +56,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
                 note=f"block {block.name}: {k} gradient steps in one compiled call" if k > 1 and ops else None,
                 ops=tuple(ops),
                 carry=tuple((dst, src) for dst, src in block.carry if dst in known and src in known),
-                after_ops=tuple(
-                    _transfer_op(g, names, buffers, replays)
-                    for g in transfer_groups(transfers_at.get(f"after:{block.name}", []))
-                ),
+                after_ops=tuple(ops_at.get(f"after:{block.name}", [])),
                 init=block.name == "init",
             )
         )
@@ -71,22 +78,20 @@ def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
                 init=False,
             )
         ]
-    start = {}
-    for t in fdg.transfers:
-        if t.op == "broadcast" and ({t.src, t.dst} & names):
-            op = _transfer_op((t,), names, buffers, replays)
-            start.setdefault(op.frag, op)
     learner = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
     learner_attr = _learner_of(fdg, learner) if learner else None
     learner_kind = ctx.spec.components[learner_attr].kind if learner_attr else None
     learner_comp = ctx.spec.components[learner_attr] if learner_attr else None
-    all_ops = [op for b in blocks for op in b.ops]
+    all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)]
+    versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
         ranks=tuple(r.rank for r in fdg.ranks if r.role == role),
         fragments=tuple(FragmentRef(f.name, f.name, class_name(f.name), f.kind) for f in frags),
         blocks=tuple(blocks),
         start=tuple(start.values()),
+        begin=tuple(begin),
+        lag_frag=versioned,
         env_frag=next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         learner_frag=learner.name if learner else None,
         learner_attr=learner_attr,
@@ -99,8 +104,15 @@ def lower_role(fdg: FDG, ctx: Context, role: str) -> RolePlan:
             (b.every > 1 or b.after > 0) and any("metrics" in op.outputs for op in b.ops) for b in blocks
         ),
         uses_progress=any(a.value == "progress" for op in all_ops for a in op.args),
-        uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init"),
+        uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
+        or bool(begin)
+        or any(op.type == "publish" for op in all_ops),
     )
+
+
+def _versioned(groups: list[Group], g: Group) -> bool:
+    """Was the experience of channel group ``g`` collected with published weights?"""
+    return any(o.first.op == "publish" and o.dst == g.src for o in groups)
 
 
 def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
@@ -140,24 +152,21 @@ def _lap(fdg: FDG, step: Step) -> str:
     return "update" if methods & {"update", "sync_target"} else "inference"
 
 
-def _transfer_op(group: tuple[Transfer, ...], names: set[str], buffers: set[str], replays: frozenset) -> Op:
-    """One line of the rank loop for a group of transfers (one collective)."""
-    t = group[0]
-    if t.op == "broadcast":
-        return Op("sync", t.dst if t.dst in names else t.src, value=t.value, op=t.op)
-    value = "_".join(m.value for m in group)
-    if t.src in names:
-        args = tuple(ArgPlan("rollout" if m.value in buffers else "name", m.value, t.src) for m in group)
-        return Op("send", t.src, value=value, args=args, op=t.op, peer=t.dst)
+def _transfer_op(g: Group, names: set[str], buffers: set[str], replays: frozenset) -> Op:
+    """One line of the rank loop for a group of transfers (one collective or one message)."""
+    t = g.first
+    if g.src in names:
+        args = tuple(ArgPlan("rollout" if m.value in buffers else "name", m.value, m.src) for m in g.transfers)
+        return Op("send", g.src, value=g.value, args=args, op=t.op, peer=g.dst)
     return Op(
         "recv",
-        t.dst,
-        value=value,
+        g.dst,
+        value=g.value,
         op=t.op,
-        peer=t.src,
-        targets=tuple(m.value for m in group),
+        peer=g.src,
+        targets=tuple(m.value for m in g.transfers),
         # a replay buffer lives with the learner: what actors collected goes straight in
-        store=tuple(m.value for m in group if m.value in replays),
+        store=tuple(m.value for m in g.transfers if m.value in replays),
     )
 
 

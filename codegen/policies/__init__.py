@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rlgen.codegen.policies import actors_learner, central_inference, multi_learner, single
-from rlgen.codegen.policies.base import Collective, DistributionPolicy, Role
+from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role
 
 POLICIES: dict[str, DistributionPolicy] = {
     p.POLICY.name: p.POLICY for p in (single, actors_learner, central_inference, multi_learner)
 }
 
-__all__ = ["POLICIES", "Collective", "DistributionPolicy", "Role"]
+__all__ = ["POLICIES", "DistributionPolicy", "Edge", "Role"]

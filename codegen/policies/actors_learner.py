@@ -1,18 +1,28 @@
 """``actors-learner``: rank 0 learns; ranks 1..N-1 act with their envs and a policy copy
-(Acme, IMPALA, MSRL MultiActorSingleLearner). Cut: the experience partition."""
+(Acme, IMPALA, MSRL MultiActorSingleLearner). Cut: the experience partition.
 
-from rlgen.codegen.policies.base import Collective, DistributionPolicy, Role
+Actors never wait for the learner to finish an update: each sends its rollout one way
+and rolls out the next one on the newest weights it has, as long as those are at most
+``lag`` updates old (default 1; ``deploy.lag: 0`` is lockstep). The learner learns from
+the rollouts of one iteration while the actors collect the next; PPO corrects for the
+lag through the behaviour log-probabilities its buffer already holds (as APPO does).
+"""
+
+from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role
 
 POLICY = DistributionPolicy(
     name="actors-learner",
-    summary="rank 0 learner, ranks 1..N-1 actors",
+    summary="rank 0 learner, ranks 1..N-1 actors; actors roll out while the learner learns",
     cut="experience",
     roles=(Role("learner", "0", "learning"), Role("actor", "rest", "acting")),
-    collectives=(
-        Collective("allgather", "send", "actor -> learner", "all"),
-        Collective("broadcast", "weights", "learner -> actor", "all"),
+    edges=(
+        Edge("send", "actor", "learner", "send"),
+        Edge("weights", "learner", "actor", "publish"),
     ),
     min_workers=2,
     env_role="actor",
     learner_role="learner",
+    lag=1,
+    max_lag=8,
+    control="stream",
 )

@@ -1,8 +1,15 @@
-"""A distribution policy is data: where it cuts, which roles run which side, which collectives cross."""
+"""A distribution policy is data: where it cuts, which roles run which side, what crosses and how."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: Horovod collectives: every rank of the process set takes part, each one a meeting.
+COLLECTIVE_OPS = frozenset({"allgather", "alltoall", "broadcast", "allreduce"})
+#: One-way transfers over point-to-point channels (rlgen.runtime.channels): ``send`` is a
+#: queue (taken in order; the sender does not wait), ``publish`` a versioned latest value
+#: (the receiver takes the newest, waiting only when it is older than the lag allows).
+CHANNEL_OPS = frozenset({"send", "publish"})
 
 
 @dataclass(frozen=True)
@@ -24,31 +31,61 @@ class Role:
 
 
 @dataclass(frozen=True)
-class Collective:
-    """A Horovod collective at the cut: what it carries and between which roles."""
+class Edge:
+    """What crosses the cut from role ``src`` to role ``dst``, and by which operation.
 
-    op: str  # allgather | broadcast | allreduce | alltoall
-    carries: str  # "send" | "receive" | "reduce" | "weights"
-    direction: str  # e.g. "env -> inference"
-    process_set: str  # "all" or a role name
+    ``carries``: ``send``/``receive`` (a partition's values), ``weights`` (the learner's
+    variables) or ``reduce`` (gradients, inside the update). ``op`` is a Horovod
+    collective (:data:`COLLECTIVE_OPS`) or a channel operation (:data:`CHANNEL_OPS`).
+    """
+
+    carries: str
+    src: str
+    dst: str
+    op: str
+
+    @property
+    def channel(self) -> bool:
+        return self.op in CHANNEL_OPS
 
 
 @dataclass(frozen=True)
 class DistributionPolicy:
-    """Declarative description of one distribution policy (one file per policy)."""
+    """Declarative description of one distribution policy (one file per policy).
+
+    ``lag`` is how many learner updates behind the weights an actor acts with may be by
+    default (``deploy.lag`` overrides it up to ``max_lag``): 0 is lockstep, 1 lets actors
+    roll out the next batch while the learner learns from the last one. ``control`` is how
+    ranks agree on stopping: ``lockstep`` (every iteration, all ranks together: needed when
+    they meet in collectives inside an iteration) or ``stream`` (rank 0 tells the others;
+    they never wait for it otherwise).
+    """
 
     name: str
     summary: str
     cut: str | None  # partition kind: None | "env" | "experience" | "gradients"
     roles: tuple[Role, ...]
-    collectives: tuple[Collective, ...] = ()
+    edges: tuple[Edge, ...] = ()
     min_workers: int = 1
     max_workers: int | None = None
     env_role: str = "main"  # the role whose ranks step environments
     learner_role: str = "main"  # the role whose ranks run learner updates
+    lag: int = 0
+    max_lag: int = 0
+    control: str = "lockstep"
 
     def role(self, name: str) -> Role:
         return next(r for r in self.roles if r.name == name)
+
+    def edge(self, carries: str, src: str | None = None, dst: str | None = None) -> Edge | None:
+        """The edge carrying ``carries`` (between ``src`` and ``dst`` if given), or None."""
+        return next(
+            (e for e in self.edges if e.carries == carries and src in (None, e.src) and dst in (None, e.dst)),
+            None,
+        )
+
+    def edges_between(self, src: str, dst: str) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.src == src and e.dst == dst)
 
     def env_workers(self, workers: int) -> int:
         return len(self.role(self.env_role).rank_list(workers))

@@ -1,18 +1,20 @@
 """``multi-learner``: every rank acts and learns on its own envs; gradients are averaged
-(DD-PPO, Sebulba). Cut: the gradients partition."""
+(DD-PPO, Sebulba). Cut: the gradients partition. The ranks meet in a Horovod allreduce
+at every gradient step, so they also agree on stopping at every iteration (lockstep)."""
 
-from rlgen.codegen.policies.base import Collective, DistributionPolicy, Role
+from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role
 
 POLICY = DistributionPolicy(
     name="multi-learner",
     summary="every rank acts and learns; gradients allreduced",
     cut="gradients",
     roles=(Role("worker", "all", "both"),),
-    collectives=(
-        Collective("broadcast", "weights", "rank 0 -> all (initial weights)", "all"),
-        Collective("allreduce", "reduce", "all <-> all", "all"),
+    edges=(
+        Edge("weights", "worker", "worker", "broadcast"),  # rank 0's initial weights
+        Edge("reduce", "worker", "worker", "allreduce"),
     ),
     min_workers=2,
     env_role="worker",
     learner_role="worker",
+    control="lockstep",
 )

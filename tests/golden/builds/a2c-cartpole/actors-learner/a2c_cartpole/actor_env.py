@@ -31,7 +31,6 @@ Boundary (values in and out of this fragment):
 from __future__ import annotations
 
 import numpy as np
-from rlgen.runtime import comm
 from rlgen.runtime.envs import VectorEnv
 
 BATCH = 4  # envs stepped by one replica of this fragment
@@ -66,9 +65,3 @@ class ActorEnvFragment:
     def drain_episodes(self) -> list[tuple[float, int]]:
         """Episodes (return, length) finished since the previous call."""
         return self.env.drain_episodes()
-
-    # --- boundary: collectives at the cut ---
-
-    def send_obs(self, obs) -> None:
-        """obs to learner (allgather, at after:rollout)."""
-        comm.gather(obs, [4, 4], "float32", axis=0, name="obs")

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
@@ -93,6 +93,7 @@ class ActorFragment(tf.Module):
         )
         self.critic = Value(self.v, name="critic")
         self.buffer = RolloutBuffer(32, BATCH, OBS_SHAPE, ACTION_SHAPE, np.int32)
+        self.weights_version = -1  # version of the weights held (none: the first pull waits)
 
     def weights(self) -> list[tf.Variable]:
         """The variables other ranks exchange, in a fixed order."""
@@ -122,20 +123,20 @@ class ActorFragment(tf.Module):
     def rollout_buffer_insert(self, obs, action, reward, terminated, truncated, logp, value):
         self.buffer.insert(obs, action, reward, terminated, truncated, logp, value)
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
-    def send_buffer(self, buffer: tuple) -> None:
-        """One packed allgather to learner at after:rollout, carrying:
-        buffer.
+    def send_obs_buffer(self, obs, buffer: tuple) -> None:
+        """One message to learner (rank 0) at after:rollout, one way:
+        obs, buffer.
         """
-        comm.gather_packed(
-            [*buffer],
-            [[32, 4, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4]],
-            ["float32", "int32", "float32", "float32", "float32", "float32", "float32", "float32"],
-            [1, 1, 1, 1, 1, 1, 1, 1],
-            name="buffer",
+        p2p.send(
+            [0],
+            1,
+            [obs, *buffer],
+            [0, 1, 1, 1, 1, 1, 1, 1, 1],
+            header=self.weights_version,  # the weights this was collected with
         )
 
-    def sync_weights(self) -> None:
-        """broadcast of the weights (learner; root rank 0)."""
-        comm.broadcast_variables(self.weights(), root_rank=0)
+    def pull_weights(self, at_least: int) -> None:
+        """The newest weights from learner; waits only while they are older than ``at_least``."""
+        self.weights_version = p2p.pull(0, 2, self.weights(), at_least, self.weights_version)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
@@ -182,18 +182,18 @@ class LearnerFragment(tf.Module):
         )
         return metrics
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def recv_next_obs_reward_terminated_truncated(self) -> tuple:
-        """One packed allgather from env_worker at rollout.2, carrying:
+        """The next message from env_worker (each of ranks 1, 2, in rank order) at rollout.2:
         next_obs, reward, terminated, truncated.
         """
-        parts = comm.gather_packed(
-            None,
+        parts, _ = p2p.gather(
+            [1, 2],
+            1,
             [[4, 4], [4], [4], [4]],
             ["float32", "float32", "bool", "bool"],
             [0, 0, 0, 0],
-            name="next_obs_reward_terminated_truncated",
         )
         return (
             parts[0],
@@ -203,9 +203,26 @@ class LearnerFragment(tf.Module):
         )
 
     def recv_obs(self) -> np.ndarray:
-        """obs from env_worker (allgather, at init.0)."""
-        return comm.gather(None, [4, 4], "float32", axis=0, name="obs")
+        """The next message from env_worker (each of ranks 1, 2, in rank order) at init.0:
+        obs.
+        """
+        parts, _ = p2p.gather(
+            [1, 2],
+            2,
+            [[4, 4]],
+            ["float32"],
+            [0],
+        )
+        return parts[0]
 
     def send_action(self, action) -> None:
-        """action to env_worker (alltoall, at rollout.0)."""
-        comm.scatter(action, [0, 4, 4], [8], "int32", name="action")
+        """One message to env_worker (each of ranks 1, 2) at rollout.0, one way:
+        action.
+        """
+        p2p.send(
+            [1, 2],
+            3,
+            [action],
+            [0],
+            splits=[4, 4],  # each env worker gets its own envs' rows
+        )

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec
@@ -71,6 +71,7 @@ class ActorFragment(tf.Module):
         self.q = QNetwork(self.qnet, ACTION_SPEC.n, seed=stream + 100, name="q")
         # the replay buffer lives with the learner: this side keeps one block's steps to send
         self.replay = TransitionStage(256, BATCH, OBS_SHAPE, ACTION_SHAPE, np.int32)
+        self.weights_version = -1  # version of the weights held (none: the first pull waits)
 
     def weights(self) -> list[tf.Variable]:
         """The variables other ranks exchange, in a fixed order."""
@@ -100,20 +101,20 @@ class ActorFragment(tf.Module):
     def collect_replay_insert(self, obs, action, reward, next_obs, terminated, truncated):
         self.replay.record(obs, action, reward, next_obs, terminated, truncated)
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def send_replay(self, replay: tuple) -> None:
-        """One packed allgather to learner at after:collect, carrying:
+        """One message to learner (rank 0) at after:collect, one way:
         replay.
         """
-        comm.gather_packed(
+        p2p.send(
+            [0],
+            1,
             [*replay],
-            [[256, 1, 4], [256, 1], [256, 1], [256, 1, 4], [256, 1], [256, 1]],
-            ["float32", "int32", "float32", "float32", "bool", "bool"],
             [1, 1, 1, 1, 1, 1],
-            name="replay",
+            header=self.weights_version,  # the weights this was collected with
         )
 
-    def sync_weights(self) -> None:
-        """broadcast of the weights (learner; root rank 0)."""
-        comm.broadcast_variables(self.weights(), root_rank=0)
+    def pull_weights(self, at_least: int) -> None:
+        """The newest weights from learner; waits only while they are older than ``at_least``."""
+        self.weights_version = p2p.pull(0, 2, self.weights(), at_least, self.weights_version)

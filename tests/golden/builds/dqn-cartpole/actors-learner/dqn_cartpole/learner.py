@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.dqn import DQNConfig, DQNLearner
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
@@ -79,6 +79,7 @@ class LearnerFragment(tf.Module):
             ACTION_SHAPE,
             name="learner",
         )
+        self.behaviour_version = 0  # weights version the last experience received was acted with
 
     def weights(self) -> list[tf.Variable]:
         """The variables other ranks exchange, in a fixed order."""
@@ -123,21 +124,22 @@ class LearnerFragment(tf.Module):
         )
         return metrics
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def recv_replay(self) -> tuple:
-        """One packed allgather from actor at after:collect, carrying:
+        """The next message from actor (rank 1) at after:collect:
         replay.
         """
-        parts = comm.gather_packed(
-            None,
+        parts, versions = p2p.gather(
+            [1],
+            1,
             [[256, 1, 4], [256, 1], [256, 1], [256, 1, 4], [256, 1], [256, 1]],
             ["float32", "int32", "float32", "float32", "bool", "bool"],
             [1, 1, 1, 1, 1, 1],
-            name="replay",
         )
+        self.behaviour_version = min(versions)  # the oldest weights any of it was collected with
         return tuple(parts)
 
-    def sync_weights(self) -> None:
-        """broadcast of the weights (actor; root rank 0)."""
-        comm.broadcast_variables(self.weights(), root_rank=0)
+    def publish_weights(self, version: int) -> None:
+        """Publish the weights to actor (rank 1) as ``version``, one way."""
+        p2p.publish([1], 2, self.weights(), version)

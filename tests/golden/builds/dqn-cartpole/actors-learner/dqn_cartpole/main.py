@@ -60,13 +60,13 @@ def run_learner(session: Session, rank: int) -> None:
         learner,
         policy=learner.q.policy(),
     )
-    learner.sync_weights()  # initial weights from rank 0
+    learner.publish_weights(session.start_iteration)  # the initial weights (version = updates done)
     clock = session.clock
-    for _iteration in session.iterations():
+    for iteration in session.iterations():
         progress = session.progress_fraction
         metrics = None  # until a learning block runs
         # --- block collect (spec: $.loop.collect): 256 times ---
-        replay = learner.recv_replay()  # allgather <- actor
+        replay = learner.recv_replay()  # send <- actor
         clock.lap("comm")
         learner.replay.record_many(*replay)
         clock.lap("buffer")
@@ -80,10 +80,13 @@ def run_learner(session: Session, rank: int) -> None:
             clock.lap("buffer")
             metrics = learner.learn_learner_update(*batch, progress)
             clock.lap("update")
-            learner.sync_weights()  # broadcast of the weights
+            learner.publish_weights(
+                iteration + 1
+            )  # publish -> actor: one way, version = updates done
             clock.lap("comm")
         session.end_iteration(
             metrics=metrics,
+            policy_lag=iteration - learner.behaviour_version,
         )
 
 
@@ -91,13 +94,14 @@ def run_actor(session: Session, rank: int) -> None:
     """Role `actor` (ranks [1])."""
     actor_env = ActorEnvFragment(rank, RUN.seed)
     actor = ActorFragment(rank, RUN.seed)
-    actor.sync_weights()  # initial weights from rank 0
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = actor_env.init_env_reset()
     clock.lap("env")
-    for _iteration in session.iterations():
+    for iteration in session.iterations():
         progress = session.progress_fraction
+        actor.pull_weights(iteration - 1)  # lag <= 1: waits only for weights older than that
+        clock.lap("comm")
         # --- block collect (spec: $.loop.collect): 256 times ---
         for _ in range(256):
             action = actor.collect_q_act(obs, progress)
@@ -107,12 +111,8 @@ def run_actor(session: Session, rank: int) -> None:
             actor.collect_replay_insert(obs, action, reward, next_obs, terminated, truncated)
             clock.lap("buffer")
             obs = next_obs  # carry
-        actor.send_replay(actor.replay.rollout())  # allgather -> learner
+        actor.send_replay(actor.replay.rollout())  # send -> learner
         clock.lap("comm")
-        # --- block learn (spec: $.loop.learn) ---
-        if session.env_steps >= 1000:
-            actor.sync_weights()  # broadcast of the weights
-            clock.lap("comm")
         session.end_iteration(
             episodes=actor_env.drain_episodes(),
         )
@@ -125,7 +125,15 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
+    run_rank(
+        RUN,
+        ROLES,
+        RUNNERS,
+        argv,
+        distributed=True,
+        control="stream",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.dqn import DQNConfig, DQNLearner
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
@@ -150,18 +150,18 @@ class LearnerFragment(tf.Module):
         )
         return metrics
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def recv_next_obs_reward_terminated_truncated(self) -> tuple:
-        """One packed allgather from env_worker at collect.1, carrying:
+        """The next message from env_worker (rank 1) at collect.1:
         next_obs, reward, terminated, truncated.
         """
-        parts = comm.gather_packed(
-            None,
+        parts, _ = p2p.gather(
+            [1],
+            1,
             [[1, 4], [1], [1], [1]],
             ["float32", "float32", "bool", "bool"],
             [0, 0, 0, 0],
-            name="next_obs_reward_terminated_truncated",
         )
         return (
             parts[0],
@@ -171,9 +171,25 @@ class LearnerFragment(tf.Module):
         )
 
     def recv_obs(self) -> np.ndarray:
-        """obs from env_worker (allgather, at init.0)."""
-        return comm.gather(None, [1, 4], "float32", axis=0, name="obs")
+        """The next message from env_worker (rank 1) at init.0:
+        obs.
+        """
+        parts, _ = p2p.gather(
+            [1],
+            2,
+            [[1, 4]],
+            ["float32"],
+            [0],
+        )
+        return parts[0]
 
     def send_action(self, action) -> None:
-        """action to env_worker (alltoall, at collect.0)."""
-        comm.scatter(action, [0, 1], [1], "int32", name="action")
+        """One message to env_worker (rank 1) at collect.0, one way:
+        action.
+        """
+        p2p.send(
+            [1],
+            3,
+            [action],
+            [0],
+        )

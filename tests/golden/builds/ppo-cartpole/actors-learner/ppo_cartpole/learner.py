@@ -27,9 +27,8 @@ Boundary (values in and out of this fragment):
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
@@ -100,6 +99,7 @@ class LearnerFragment(tf.Module):
             seed=stream + 102,
             name="learner",
         )
+        self.behaviour_version = 0  # weights version the last experience received was acted with
 
     def weights(self) -> list[tf.Variable]:
         """The variables other ranks exchange, in a fixed order."""
@@ -154,25 +154,35 @@ class LearnerFragment(tf.Module):
         )
         return metrics
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
-    def recv_obs(self) -> np.ndarray:
-        """obs from actor_env (allgather, at after:rollout)."""
-        return comm.gather(None, [4, 4], "float32", axis=0, name="obs")
-
-    def recv_buffer(self) -> tuple:
-        """One packed allgather from actor at after:rollout, carrying:
-        buffer.
+    def recv_obs_buffer(self) -> tuple:
+        """The next message from actor (each of ranks 1, 2, in rank order) at after:rollout:
+        obs, buffer.
         """
-        parts = comm.gather_packed(
-            None,
-            [[32, 4, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4]],
-            ["float32", "int32", "float32", "float32", "float32", "float32", "float32", "float32"],
-            [1, 1, 1, 1, 1, 1, 1, 1],
-            name="buffer",
+        parts, versions = p2p.gather(
+            [1, 2],
+            1,
+            [[4, 4], [32, 4, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4], [32, 4]],
+            [
+                "float32",
+                "float32",
+                "int32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+            ],
+            [0, 1, 1, 1, 1, 1, 1, 1, 1],
         )
-        return tuple(parts)
+        self.behaviour_version = min(versions)  # the oldest weights any of it was collected with
+        return (
+            parts[0],
+            tuple(parts[1:9]),
+        )
 
-    def sync_weights(self) -> None:
-        """broadcast of the weights (actor; root rank 0)."""
-        comm.broadcast_variables(self.weights(), root_rank=0)
+    def publish_weights(self, version: int) -> None:
+        """Publish the weights to actor (ranks 1, 2) as ``version``, one way."""
+        p2p.publish([1, 2], 2, self.weights(), version)

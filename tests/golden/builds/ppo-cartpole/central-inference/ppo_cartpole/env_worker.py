@@ -29,7 +29,7 @@ Boundary (values in and out of this fragment):
 from __future__ import annotations
 
 import numpy as np
-from rlgen.runtime import comm
+from rlgen.runtime import p2p
 from rlgen.runtime.envs import VectorEnv
 
 BATCH = 4  # envs stepped by one replica of this fragment
@@ -65,26 +65,41 @@ class EnvWorkerFragment:
         """Episodes (return, length) finished since the previous call."""
         return self.env.drain_episodes()
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def send_next_obs_reward_terminated_truncated(
         self, next_obs, reward, terminated, truncated
     ) -> None:
-        """One packed allgather to learner at rollout.2, carrying:
+        """One message to learner (rank 0) at rollout.2, one way:
         next_obs, reward, terminated, truncated.
         """
-        comm.gather_packed(
+        p2p.send(
+            [0],
+            1,
             [next_obs, reward, terminated, truncated],
-            [[4, 4], [4], [4], [4]],
-            ["float32", "float32", "bool", "bool"],
             [0, 0, 0, 0],
-            name="next_obs_reward_terminated_truncated",
         )
 
     def send_obs(self, obs) -> None:
-        """obs to learner (allgather, at init.0)."""
-        comm.gather(obs, [4, 4], "float32", axis=0, name="obs")
+        """One message to learner (rank 0) at init.0, one way:
+        obs.
+        """
+        p2p.send(
+            [0],
+            2,
+            [obs],
+            [0],
+        )
 
     def recv_action(self) -> np.ndarray:
-        """action from learner (alltoall, at rollout.0)."""
-        return comm.scatter(None, [0, 4, 4], [8], "int32", name="action")
+        """The next message from learner (rank 0) at rollout.0:
+        action.
+        """
+        parts, _ = p2p.gather(
+            [0],
+            3,
+            [[8]],
+            ["int32"],
+            [0],
+        )
+        return parts[0]

@@ -62,7 +62,7 @@ def run_learner(session: Session, rank: int) -> None:
     )
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
-    obs = learner.recv_obs()  # allgather <- env_worker
+    obs = learner.recv_obs()  # send <- env_worker
     clock.lap("comm")
     for _iteration in session.iterations():
         progress = session.progress_fraction
@@ -70,11 +70,11 @@ def run_learner(session: Session, rank: int) -> None:
         for _ in range(32):
             action, logp, value = learner.rollout_actor_act_critic_value(obs)
             clock.lap("inference")
-            learner.send_action(action)  # alltoall -> env_worker
+            learner.send_action(action)  # send -> env_worker
             clock.lap("comm")
             next_obs, reward, terminated, truncated = (
                 learner.recv_next_obs_reward_terminated_truncated()
-            )  # allgather <- env_worker
+            )  # send <- env_worker
             clock.lap("comm")
             learner.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
             clock.lap("buffer")
@@ -94,18 +94,18 @@ def run_env(session: Session, rank: int) -> None:
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = env_worker.init_env_reset()
     clock.lap("env")
-    env_worker.send_obs(obs)  # allgather -> learner
+    env_worker.send_obs(obs)  # send -> learner
     clock.lap("comm")
     for _iteration in session.iterations():
         # --- block rollout (spec: $.loop.rollout): 32 times ---
         for _ in range(32):
-            action = env_worker.recv_action()  # alltoall <- learner
+            action = env_worker.recv_action()  # send <- learner
             clock.lap("comm")
             next_obs, reward, terminated, truncated = env_worker.rollout_env_step(action)
             clock.lap("env")
             env_worker.send_next_obs_reward_terminated_truncated(
                 next_obs, reward, terminated, truncated
-            )  # allgather -> learner
+            )  # send -> learner
             clock.lap("comm")
             obs = next_obs  # carry
         session.end_iteration(
@@ -120,7 +120,15 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
+    run_rank(
+        RUN,
+        ROLES,
+        RUNNERS,
+        argv,
+        distributed=True,
+        control="stream",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

@@ -92,7 +92,15 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
+    run_rank(
+        RUN,
+        ROLES,
+        RUNNERS,
+        argv,
+        distributed=True,
+        control="lockstep",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ class WorkerFragment(tf.Module):
         )
         return metrics
 
-    # --- boundary: collectives at the cut ---
+    # --- boundary: what crosses the cut ---
 
     def sync_weights(self) -> None:
         """broadcast of the weights (worker; root rank 0)."""

@@ -87,7 +87,7 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_rank(RUN, ROLES, RUNNERS, argv, distributed=False, description=__doc__.splitlines()[0])
+    run_rank(RUN, ROLES, RUNNERS, argv, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

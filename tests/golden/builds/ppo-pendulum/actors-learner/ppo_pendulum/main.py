@@ -61,22 +61,21 @@ def run_learner(session: Session, rank: int) -> None:
         learner,
         policy=learner.actor,
     )
-    learner.sync_weights()  # initial weights from rank 0
+    learner.publish_weights(session.start_iteration)  # the initial weights (version = updates done)
     clock = session.clock
-    for _iteration in session.iterations():
+    for iteration in session.iterations():
         progress = session.progress_fraction
         # --- block rollout (spec: $.loop.rollout): 1024 times ---
-        obs = learner.recv_obs()  # allgather <- actor_env
-        clock.lap("comm")
-        buffer = learner.recv_buffer()  # allgather <- actor
+        obs, buffer = learner.recv_obs_buffer()  # send <- actor
         clock.lap("comm")
         # --- block learn (spec: $.loop.learn) ---
         metrics = learner.learn_learner_update(*buffer, obs, progress)
         clock.lap("update")
-        learner.sync_weights()  # broadcast of the weights
+        learner.publish_weights(iteration + 1)  # publish -> actor: one way, version = updates done
         clock.lap("comm")
         session.end_iteration(
             metrics=metrics,
+            policy_lag=iteration - learner.behaviour_version,
         )
 
 
@@ -84,12 +83,13 @@ def run_actor(session: Session, rank: int) -> None:
     """Role `actor` (ranks [1, 2])."""
     actor_env = ActorEnvFragment(rank, RUN.seed)
     actor = ActorFragment(rank, RUN.seed)
-    actor.sync_weights()  # initial weights from rank 0
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs = actor_env.init_env_reset()
     clock.lap("env")
-    for _iteration in session.iterations():
+    for iteration in session.iterations():
+        actor.pull_weights(iteration - 1)  # lag <= 1: waits only for weights older than that
+        clock.lap("comm")
         # --- block rollout (spec: $.loop.rollout): 1024 times ---
         for _ in range(1024):
             action, logp, value = actor.rollout_actor_act_critic_value(obs)
@@ -99,12 +99,7 @@ def run_actor(session: Session, rank: int) -> None:
             actor.rollout_buffer_insert(obs, action, reward, terminated, truncated, logp, value)
             clock.lap("buffer")
             obs = next_obs  # carry
-        actor_env.send_obs(obs)  # allgather -> learner
-        clock.lap("comm")
-        actor.send_buffer(actor.buffer.rollout())  # allgather -> learner
-        clock.lap("comm")
-        # --- block learn (spec: $.loop.learn) ---
-        actor.sync_weights()  # broadcast of the weights
+        actor.send_obs_buffer(obs, actor.buffer.rollout())  # send -> learner
         clock.lap("comm")
         session.end_iteration(
             episodes=actor_env.drain_episodes(),
@@ -118,7 +113,15 @@ RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_rank(RUN, ROLES, RUNNERS, argv, distributed=True, description=__doc__.splitlines()[0])
+    run_rank(
+        RUN,
+        ROLES,
+        RUNNERS,
+        argv,
+        distributed=True,
+        control="stream",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

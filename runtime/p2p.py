@@ -1,0 +1,104 @@
+"""What generated fragments call for one-way transfers over this rank's channels.
+
+``rlgen.runtime.rank`` opens the rank's :class:`~rlgen.runtime.channels.Mesh` (when the
+build's policy uses channels) and registers it here; generated boundary methods then
+call these helpers, as they call :mod:`rlgen.runtime.comm` for Horovod collectives:
+
+* :func:`send`: this rank's arrays to one or more peers (split along the batch axis when
+  each peer gets its own envs' slice), tagged with an integer header (e.g. the version of
+  the weights the rollout was collected with);
+* :func:`gather`: one message from each of several peers, concatenated in rank order
+  along each part's batch axis, as an allgather would give; also their headers;
+* :func:`publish` / :func:`pull`: a learner's variables, versioned; an actor takes the
+  newest and waits only when it is older than it may be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .channels import Mesh, pack, unpack
+
+_MESH: Mesh | None = None
+
+
+def attach(mesh: Mesh | None) -> None:
+    """Use ``mesh`` for this process's transfers (``rlgen.runtime.rank`` does this)."""
+    global _MESH
+    _MESH = mesh
+
+
+def mesh() -> Mesh:
+    if _MESH is None:
+        raise RuntimeError("this rank has no channels (run the build with `rlgen run`)")
+    return _MESH
+
+
+def send(
+    peers: Sequence[int],
+    tag: int,
+    parts: Sequence[Any],
+    axes: Sequence[int | None],
+    splits: Sequence[int] | None = None,
+    header: int = 0,
+) -> None:
+    """Send ``parts`` to ``peers``: with ``splits``, peer ``i`` gets rows ``splits[:i].sum() :
+    splits[:i+1].sum()`` of each part along its axis (parts without one go whole)."""
+    arrays = [np.asarray(p) for p in parts]
+    if splits is None or len(peers) == 1:
+        payload = pack(arrays)
+        for peer in peers:
+            mesh().send(peer, tag, payload, header)
+        return
+    bounds = np.cumsum([0, *splits])
+    for i, peer in enumerate(peers):
+        sliced = [
+            a if axis is None else np.take(a, range(bounds[i], bounds[i + 1]), axis=axis)
+            for a, axis in zip(arrays, axes, strict=True)
+        ]
+        mesh().send(peer, tag, pack(sliced), header)
+
+
+def gather(
+    peers: Sequence[int], tag: int, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], axes: Sequence[int | None]
+) -> tuple[list[np.ndarray], list[int]]:
+    """The next message ``tag`` from each of ``peers`` (each holding parts of ``shapes``),
+    concatenated in rank order along each part's axis; and the messages' headers."""
+    specs = list(zip(shapes, dtypes, strict=True))
+    per_peer, headers = [], []
+    for peer in peers:
+        header, payload = mesh().recv(peer, tag)
+        per_peer.append(unpack(payload, specs))
+        headers.append(header)
+    if len(per_peer) == 1:
+        return [np.array(a) for a in per_peer[0]], headers
+    out = [
+        np.concatenate([p[i] for p in per_peer], axis=axis) if axis is not None else np.array(per_peer[0][i])
+        for i, axis in enumerate(axes)
+    ]
+    return out, headers
+
+
+def publish(peers: Sequence[int], tag: int, variables: Sequence[Any], version: int) -> None:
+    """Send the variables' values to ``peers`` as version ``version``."""
+    payload = pack([v.numpy() for v in variables])
+    for peer in peers:
+        mesh().send(peer, tag, payload, version)
+
+
+def pull(peer: int, tag: int, variables: Sequence[Any], at_least: int, current: int = -1) -> int:
+    """Load the newest published values into ``variables`` (which hold version ``current``),
+    waiting only while the newest known version is below ``at_least``; returns the version held."""
+    frame = mesh().latest(peer, tag)
+    if frame is None and current >= at_least:
+        return current
+    if frame is None or frame[0] < at_least:
+        frame = mesh().wait_latest(peer, tag, max(at_least, 0))
+    version, payload = frame
+    specs = [(tuple(v.shape), v.dtype.as_numpy_dtype) for v in variables]
+    for v, value in zip(variables, unpack(payload, specs), strict=True):
+        v.assign(value)
+    return version
