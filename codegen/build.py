@@ -17,9 +17,11 @@ from rlgen import __version__
 from rlgen.codegen import dot, views
 from rlgen.codegen.graph import GraphError, build_graph
 from rlgen.codegen.ir import FDG, to_data, to_json
+from rlgen.codegen.names import check_names, package_name
 from rlgen.codegen.passes import Context, CutError, run_passes
 from rlgen.codegen.policies import POLICIES
 from rlgen.codegen.render import RenderError, format_tree, ident, render
+from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
 
@@ -40,11 +42,6 @@ class Build:
     out_dir: Path | None = None
 
 
-def policy_min_workers(policy: str) -> int:
-    """Workers for a policy chosen on the command line without --workers: its minimum."""
-    return POLICIES[policy].min_workers if policy in POLICIES else 1
-
-
 def fdg_of(result: Result) -> tuple[FDG, Context]:
     """Graph and passes for a validated result (its spec's deploy section says policy and workers)."""
     spec, flow = result.spec, result.flow
@@ -62,22 +59,11 @@ def fdg_of(result: Result) -> tuple[FDG, Context]:
 
 def render_build(result: Result, spec_file: str) -> Build:
     """Every file of the build directory, in memory (deterministic)."""
+    problems = [f.message for check in (check_supported, check_names) for f in check(result.spec, result.flow)]
+    if problems:  # validate reports these as diagnostics; a Result validated without them lands here
+        raise BuildError("; ".join(problems))
     fdg, ctx = fdg_of(result)
-    missing = views.unsupported(fdg, ctx)
-    if missing:
-        raise BuildError(
-            f"rlgen build does not generate code for component kind(s) {', '.join(missing)} yet; "
-            "`rlgen validate` accepts the spec, and `rlgen graph` shows its FDG"
-        )
     spec = ctx.spec
-    for name, net in spec.networks.items():
-        heads = [h[0] for h in views.network_heads(ctx, name)]
-        if net.kind != "mlp" and len(heads) > 1:
-            raise BuildError(
-                f"network {name} is custom (kind: {net.kind}) and read by {', '.join(heads)}: a custom network "
-                "has one output, so it cannot carry one head per component; give each component its own "
-                "network, or use kind: mlp (which shares its torso and adds one head per component)"
-            )
     meta = {
         "version": __version__,
         "spec_file": spec_file,
@@ -86,7 +72,7 @@ def render_build(result: Result, spec_file: str) -> Build:
         "workers": fdg.workers,
         "spec_name": spec.name,
     }
-    package = ident(spec.name.replace("-", "_"))
+    package = ident(package_name(spec.name))
     files: dict[str, str] = {}
     for frag in fdg.fragments:
         view = views.fragment_view(fdg, ctx, frag)
@@ -219,7 +205,7 @@ def build_file(
     """
     from rlgen.api import validate_file
 
-    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts, min_workers=policy_min_workers)
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
     if not result.ok:
         return result, None
     return result, build(result, out_dir)

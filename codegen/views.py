@@ -13,8 +13,6 @@ from rlgen.codegen.ir import FDG, Fragment, Tensor, Transfer
 from rlgen.codegen.passes import Context, component_weights, network_heads
 from rlgen.dsl.spec import resolved
 
-#: Component kinds ``rlgen build`` generates code for (others are refused with a message).
-SUPPORTED_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c", "qvalue", "replay", "dqn"})
 #: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.
 DQN_KEYS = ("lr", "gamma", "tau", "double", "max_grad_norm", "optimizer")
 #: The module whose METRICS name a learner kind's metrics vector.
@@ -58,12 +56,6 @@ def _components_of(fdg: FDG, ctx: Context, frag: Fragment) -> list[str]:
             out.append(name)
     order = list(ctx.spec.components)
     return sorted(out, key=order.index)
-
-
-def unsupported(fdg: FDG, ctx: Context) -> list[str]:
-    """Component kinds of this spec that the code generator cannot render yet."""
-    kinds = {ctx.spec.components[n.component].kind for n in fdg.graph.nodes if n.component != "env"}
-    return sorted(kinds - SUPPORTED_KINDS)
 
 
 def _learner_config(ctx: Context, name: str, frag: Fragment, learners: int, steps: int) -> dict:
@@ -476,6 +468,7 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
     uses_progress = any(a.get("name") == "progress" for b in blocks for op in b["ops"] for a in op.get("args", []))
     learner_frag = next((f for f in frags if f.kind == "compute" and _holds_learner(fdg, f)), None)
     learner_kind = ctx.spec.components[_learner_of(fdg, learner_frag)].kind if learner_frag else None
+    metrics = _metrics_of(fdg, learner_frag) if learner_frag else None
     return {
         "role": role,
         "env_frag": next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
@@ -498,9 +491,10 @@ def role_schedule(fdg: FDG, ctx: Context, role: str) -> dict[str, Any]:
         "ranks": [r.rank for r in fdg.ranks if r.role == role],
         "blocks": blocks,
         "start": start,
-        "metrics": "metrics" in known,
-        "metrics_conditional": any(
-            (b["every"] > 1 or b["after"] > 0) and any("metrics" in op.get("outputs", ()) for op in b["ops"])
+        "metrics": metrics if metrics in known else None,  # the learner's output, whatever its name
+        "metrics_conditional": metrics is not None
+        and any(
+            (b["every"] > 1 or b["after"] > 0) and any(metrics in op.get("outputs", ()) for op in b["ops"])
             for b in blocks
         ),
         "uses_progress": uses_progress,
@@ -515,6 +509,17 @@ def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
 def _learner_of(fdg: FDG, frag: Fragment) -> str:
     """The attribute (component name) of the learner in ``frag``."""
     return next(fdg.graph.node(n).component for n in frag.nodes if fdg.graph.node(n).method == "update")
+
+
+def _metrics_of(fdg: FDG, frag: Fragment) -> str | None:
+    """The value holding the metrics of the learner in ``frag``: the output of its update, found
+    by what produces it (the spec may name it anything), or ``None`` if the update's output is unnamed."""
+    graph = fdg.graph
+    for n in frag.nodes:
+        node = graph.node(n)
+        if node.method == "update":
+            return next((o for o in node.outputs if graph.edge(o).type == "metrics"), None)
+    return None
 
 
 def _policy_of_learner(fdg: FDG, ctx: Context, frag: Fragment) -> str | None:

@@ -15,7 +15,8 @@ def _excerpt(d: Diagnostic, sources: dict[str, str]) -> list[str]:
     lines = text.splitlines()
     if d.line > len(lines):
         return []
-    src = lines[d.line - 1].expandtabs(1)
+    # one character per character, so the caret stays under its column; control characters shown as '?'
+    src = "".join(c if c.isprintable() else "?" for c in lines[d.line - 1].expandtabs(1))
     gutter = f"{d.line:>4} | "
     caret = " " * (len(gutter) + max(d.column - 1, 0)) + "^" + "~" * max(d.length - 1, 0)
     return [gutter + src, caret]

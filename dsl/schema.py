@@ -37,6 +37,36 @@ def validator() -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(json.loads(schema_text()))
 
 
+@functools.cache
+def _strict_validator() -> jsonschema.protocols.Validator:
+    """The schema's validator with ``integer`` meaning an ``int`` (JSON Schema also counts 20.0)."""
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
+    )
+    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=checker)
+    return strict(json.loads(schema_text()))
+
+
+def integral(data: Any) -> Any:
+    """``data`` (schema-valid) with every float that stands where the schema wants an
+    integer made an ``int``: JSON Schema counts ``epochs: 20.0`` as an integer, so the
+    spec accepts it, and the generated code gets ``20``."""
+
+    def leaves(errors):
+        for err in errors:
+            yield err
+            yield from leaves(err.context or ())
+
+    for err in leaves(_strict_validator().iter_errors(data)):
+        if err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
+            *parents, last = err.absolute_path
+            target = data
+            for p in parents:
+                target = target[p]
+            target[last] = int(err.instance)
+    return data
+
+
 def _describe(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -122,7 +152,7 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
             "E207",
             (*path, inst),
             f"'{inst}' is not a valid name",
-            "names are lowercase letters, digits and '_', starting with a letter or '_'",
+            "names are lowercase letters, digits and '_', starting with a letter",
             key=True,
         )
     elif v in ("pattern", "maxLength", "minLength", "format"):
@@ -146,7 +176,13 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
     ):
         yield error("E208", path, f"{err.message}", _examples_hint(sch) or sch.get("description", ""))
     elif v == "not":
-        yield error("E209", path, f"{_describe(inst)} is not allowed here", sch.get("description", ""))
+        why = err.validator_value.get("description", "") if isinstance(err.validator_value, dict) else ""
+        message = f"{_describe(inst)} is not allowed here" + (f": {why}" if why else "")
+        hint = f"choose another name, e.g. '{inst}_'" if isinstance(inst, str) else sch.get("description", "")
+        if "propertyNames" in err.schema_path:
+            yield error("E207", (*path, inst), message, hint, key=True)
+        else:
+            yield error("E209", path, message, hint)
     else:
         yield error("E200", path, err.message, sch.get("description", ""))
 

@@ -14,6 +14,7 @@ from buildcases import CASES, IDS, build_case
 from rlgen.api import validate_file, validate_text
 from rlgen.codegen.build import BuildError, build
 from rlgen.codegen.render import RUFF_CHECK, RUFF_FORMAT, ruff_command
+from rlgen.dsl.validate import validate_text as dsl_validate_text
 
 from conftest import ROOT, check_golden
 
@@ -42,13 +43,19 @@ def test_build_is_deterministic():
     assert build_case(example, policy, workers).files == build_case(example, policy, workers).files
 
 
-def test_unsupported_component_kinds_are_refused_with_a_message():
-    """A custom component kind validates (its methods are declared) but has no code generator."""
+def test_unsupported_component_kinds_are_refused_by_validate_and_build():
+    """A custom component kind is declared with its methods but has no code generator: validate
+    refuses it (E340) exactly as build does, with the same message."""
     text = (ROOT / "tests" / "corpus" / "invalid" / "48-custom-component.rl.yaml").read_text()
-    result = validate_text(text.replace("learner.update(buffer) -> metrics", "learner.update(buffer, obs) -> metrics"))
-    assert result.ok, [d.message for d in result.diagnostics]
-    with pytest.raises(BuildError, match="does not generate code for component kind.s. custom"):
-        build(result)
+    text = text.replace("learner.update(buffer) -> metrics", "learner.update(buffer, obs) -> metrics")
+    result = validate_text(text)
+    assert [(d.code, d.json_path) for d in result.diagnostics if d.severity == "error"] == [
+        ("E340", "$.components.learner.kind")
+    ]
+    unchecked = dsl_validate_text(text)  # the language's checks alone
+    assert unchecked.ok, [d.message for d in unchecked.diagnostics]
+    with pytest.raises(BuildError, match="does not generate code for component kind 'custom'"):
+        build(unchecked)
 
 
 @pytest.mark.skipif(ruff_command() is None, reason="ruff not installed")
