@@ -20,7 +20,7 @@ from rlgen.codegen.ir import FDG, to_data, to_json
 from rlgen.codegen.names import check_names, package_name
 from rlgen.codegen.passes import Context, CutError, run_passes
 from rlgen.codegen.policies import POLICIES
-from rlgen.codegen.render import RenderError, format_tree, ident, render
+from rlgen.codegen.render import RUFF_TOML, FormatterMissing, RenderError, format_tree, ident, render
 from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
@@ -95,10 +95,7 @@ def render_build(result: Result, spec_file: str) -> Build:
     files["fdg.json"] = to_json(fdg)
     files["plan.json"] = json.dumps(plan(fdg, meta), sort_keys=True, indent=2) + "\n"
     files["spec.resolved.json"] = json.dumps(spec.to_dict(), indent=2) + "\n"
-    files["fdg.dot"] = dot.to_dot(fdg, meta)
-    svg = dot.to_svg(files["fdg.dot"])
-    if svg is not None:
-        files["fdg.svg"] = svg
+    files["fdg.dot"] = dot.to_dot(fdg, meta)  # a picture: `rlgen graph --format svg` (or Graphviz's dot)
     return Build(fdg, files)
 
 
@@ -166,16 +163,17 @@ def write_tree(files: dict[str, str], out_dir: Path) -> None:
 
 
 def formatted(files: dict[str, str]) -> dict[str, str]:
-    """``files`` with the Python ones formatted by ruff (unchanged when ruff is absent)."""
+    """``files`` with the Python ones formatted by the pinned ruff, and the ``ruff.toml`` they
+    are formatted with added (so the build checks clean from its own directory)."""
     with tempfile.TemporaryDirectory(prefix="rlgen-fmt-") as tmp:
         root = Path(tmp)
         py = {rel: text for rel, text in files.items() if rel.endswith(".py")}
         for rel, text in py.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
-        if not format_tree(root):
-            return files
-        return {rel: (root / rel).read_text(encoding="utf-8") if rel in py else text for rel, text in files.items()}
+        format_tree(root)
+        out = {rel: (root / rel).read_text(encoding="utf-8") if rel in py else text for rel, text in files.items()}
+    return {**out, "ruff.toml": RUFF_TOML}
 
 
 def build(result: Result, out_dir: str | Path | None = None, spec_file: str | None = None) -> Build:
@@ -185,7 +183,10 @@ def build(result: Result, out_dir: str | Path | None = None, spec_file: str | No
         out = render_build(result, name)
     except RenderError as exc:
         raise BuildError(f"the spec holds a value that cannot be rendered safely: {exc}") from None
-    out.files = formatted(out.files)
+    try:
+        out.files = formatted(out.files)
+    except FormatterMissing as exc:
+        raise BuildError(str(exc)) from None
     if out_dir is not None:
         write_tree(out.files, Path(out_dir))
         out.out_dir = Path(out_dir)
