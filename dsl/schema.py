@@ -156,12 +156,10 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
             key=True,
         )
     elif v in ("pattern", "maxLength", "minLength", "format"):
-        yield error(
-            "E205",
-            path,
-            f"{_describe(inst)} is not valid here: {sch.get('description', err.message)}",
-            _examples_hint(sch),
-        )
+        hint = _examples_hint(sch)
+        if v == "pattern" and isinstance(inst, str) and any(c in inst for c in "\n\r\u2028\u2029"):
+            hint = "remove the line break (a quoted \\n, or the last newline of a block scalar: use |- or >-)"
+        yield error("E205", path, f"{_describe(inst)} is not valid here: {sch.get('description', err.message)}", hint)
     elif v in (
         "minimum",
         "maximum",

@@ -200,6 +200,8 @@ class _Builder:
             hint = (
                 "write a finite number (JSON and TensorFlow settings have no NaN or infinity)"
                 if code == "E108"
+                else "no setting needs a number this long: write a smaller one"
+                if "digits" in str(exc)
                 else "write a plain value, or remove the tag"
             )
             self.error(code, node, path, str(exc), hint)
