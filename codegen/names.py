@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from rlgen.codegen.passes import fragment_name
 from rlgen.codegen.policies import POLICIES
+from rlgen.codegen.views import class_name
 from rlgen.dsl.catalog import BUFFER_KINDS, RESERVED_NAMES
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.findings import Finding, error
@@ -57,12 +58,12 @@ ATTRIBUTE_NAMES = frozenset(
 
 
 def _role_names() -> frozenset[str]:
-    """Fragment variables and modules, and role functions, of every policy."""
+    """Fragment variables, modules and classes, and role functions, of every policy."""
     out = set()
     for policy in POLICIES.values():
         for role in policy.roles:
-            out |= {fragment_name(role.name, kind) for kind in ("compute", "env")}
-            out.add(f"run_{role.name}")
+            fragments = {fragment_name(role.name, kind) for kind in ("compute", "env")}
+            out |= fragments | {class_name(f) for f in fragments} | {f"run_{role.name}"}
     return frozenset(out)
 
 
