@@ -18,10 +18,11 @@ import keyword
 import sys
 from collections.abc import Iterator
 
+from rlgen.codegen.graph import ROLLOUT_FIELDS
 from rlgen.codegen.passes import fragment_name
 from rlgen.codegen.policies import POLICIES
 from rlgen.codegen.views import class_name
-from rlgen.dsl.catalog import BUFFER_KINDS, RESERVED_NAMES
+from rlgen.dsl.catalog import BUFFER_KINDS, METHODS, RESERVED_NAMES
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import Spec
@@ -101,7 +102,7 @@ def package_name(spec_name: str) -> str:
 
 def package_clash(package: str) -> str | None:
     """What ``package`` would shadow or break when imported, or ``None``."""
-    if keyword.iskeyword(package) or keyword.issoftkeyword(package):
+    if keyword.iskeyword(package):
         return "a Python keyword"
     if package in dir(builtins):
         return "a Python builtin"
@@ -109,14 +110,21 @@ def package_clash(package: str) -> str | None:
         return "a module of Python's standard library"
     if package in DEPENDENCY_MODULES:
         return "a module that rlgen or TensorFlow imports"
-    if package in GENERATED_NAMES:
-        return "a name the generated code uses"
     return None
 
 
 def _step_prefixes(spec: Spec) -> set[str]:
     """Starts of the generated step-method names: ``<block>_<component>_<method>``."""
     return {f"{b.name}_{lc.call.component}_{lc.call.method}" for b in spec.loop.all_blocks() for lc in b.calls}
+
+
+def _parts(spec: Spec, flow: Dataflow) -> dict[str, str]:
+    """Names generated code gives the parts of a buffer's contents or of a sampled batch
+    (``buffer_obs``, ``batch_reward``): parameter name → what it is."""
+    fields = [*ROLLOUT_FIELDS, *(p.name for p in METHODS["replay"]["insert"].inputs)]
+    holders = [n for n, c in spec.components.items() if c.kind in BUFFER_KINDS]
+    holders += [v.name for v in flow.values.values() if v.type == "batch"]
+    return {f"{h}_{f}": f"the `{f}` part of '{h}'" for h in holders for f in fields}
 
 
 def _clash(name: str, what: str) -> str:
@@ -130,7 +138,8 @@ def check_names(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
     """No spec name clashes with generated code, and the package does not shadow a module.
 
     Values (and buffers, whose contents cross cuts as values) are local variables of generated
-    code: they may not be in :data:`LOCAL_NAMES`. Components and networks are attributes of the
+    code: they may not be in :data:`LOCAL_NAMES`, nor be the name generated code gives a part
+    of a buffer's contents or of a sampled batch (``buffer_obs``). Components and networks are attributes of the
     fragment objects: they may not be in :data:`ATTRIBUTE_NAMES` nor name a generated method.
 
     ```yaml
@@ -161,14 +170,18 @@ def check_names(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             elif section == "components" and item.kind in BUFFER_KINDS and name in LOCAL_NAMES:
                 what = "a variable (a buffer's contents are one where they cross a cut)"
                 yield error("E313", path, _clash(name, what), _HINT.format(name), key=True)
+    parts = _parts(spec, flow)
     for block in spec.loop.all_blocks():
         for lc in block.calls:
             for out in lc.call.outputs:
-                if out.text in LOCAL_NAMES and out.text not in RESERVED_NAMES:
+                if out.text in RESERVED_NAMES:
+                    continue  # reported by the dataflow analysis (E311)
+                what = "a variable or module" if out.text in LOCAL_NAMES else parts.get(out.text)
+                if what:
                     yield error(
                         "E313",
                         lc.path,
-                        _clash(out.text, "a variable or module"),
+                        _clash(out.text, what),
                         _HINT.format(out.text),
                         offset=out.offset,
                         length=len(out.text),

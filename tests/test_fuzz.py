@@ -53,6 +53,7 @@ NAMES = (
     "seed", "args", "main", "error", "size", "agent", "actor", "learner", "worker", "env_worker",
     "name", "variables", "weights", "carried", "drain_episodes", "trainable_variables",
     "send_obs", "recv_obs", "sync_weights", "rollout_actor_act", "buffer_rows", "rollout_step", "t_2",
+    "buffer_obs", "buffer_actions", "replay_reward", "batch_obs", "batch_next_obs",
     # odd but fine, and not names at all
     "stats", "metrics", "obs2", "a", "x" * 64, "x" * 65, "__init__", "_x", "Obs", "1x", "a-b", "a.b",
     "a b", "é", "",
