@@ -159,7 +159,8 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         hint = _examples_hint(sch)
         if v == "pattern" and isinstance(inst, str) and any(c in inst for c in "\n\r\u2028\u2029"):
             hint = "remove the line break (a quoted \\n, or the last newline of a block scalar: use |- or >-)"
-        yield error("E205", path, f"{_describe(inst)} is not valid here: {sch.get('description', err.message)}", hint)
+        why = sch.get("description", _clip(err.message))
+        yield error("E205", path, f"{_describe(inst)} is not valid here: {why}", hint)
     elif v in (
         "minimum",
         "maximum",
@@ -172,7 +173,7 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         "minProperties",
         "maxProperties",
     ):
-        yield error("E208", path, f"{err.message}", _examples_hint(sch) or sch.get("description", ""))
+        yield error("E208", path, _bound_message(err), _examples_hint(sch) or sch.get("description", ""))
     elif v == "not":
         why = err.validator_value.get("description", "") if isinstance(err.validator_value, dict) else ""
         message = f"{_describe(inst)} is not allowed here" + (f": {why}" if why else "")
@@ -182,7 +183,27 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         else:
             yield error("E209", path, message, hint)
     else:
-        yield error("E200", path, err.message, sch.get("description", ""))
+        yield error("E200", path, _clip(err.message), sch.get("description", ""))
+
+
+def _clip(text: str, width: int = 200) -> str:
+    """A message that quotes the instance, cut short (the instance may be a whole section)."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _bound_message(err: ValidationError) -> str:
+    """What a size or range keyword refused, without quoting a large instance."""
+    v, bound, inst = err.validator, err.validator_value, err.instance
+    sized = {"minItems": ("items", "at least"), "maxItems": ("items", "at most")}
+    sized |= {"minProperties": ("entries", "at least"), "maxProperties": ("entries", "at most")}
+    if v in sized and isinstance(inst, list | dict):
+        what, how = sized[v]
+        return f"{len(inst)} {what} here, {how} {bound} allowed"
+    ranges = {"minimum": "less than the minimum of", "maximum": "greater than the maximum of"}
+    ranges |= {"exclusiveMinimum": "not greater than", "exclusiveMaximum": "not less than"}
+    if v in ranges:
+        return f"{_describe(inst)} is {ranges[v]} {bound}"
+    return _clip(err.message)
 
 
 def _examples_hint(schema: dict[str, Any]) -> str:

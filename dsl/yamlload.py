@@ -14,8 +14,8 @@ plain Python data from it ourselves, so that
 * a key that appears twice in one mapping is an error, not a silent overwrite;
   merge keys (``<<: *base``) merge mappings, and anything else after ``<<`` is an error;
 * size is bounded: the file (:data:`MAX_BYTES`), its nesting (:data:`MAX_DEPTH`),
-  and what aliases expand to (:data:`MAX_NODES` values, :data:`MAX_CHARS`
-  characters: the "billion laughs" defence);
+  its number of values and what aliases expand to (:data:`MAX_NODES` values,
+  :data:`MAX_CHARS` characters: the "billion laughs" defence);
 * only regular files are read (:func:`read_spec`), never more than the size limit;
 * every value's position is recorded in a :class:`SourceMap` keyed by its path.
 """
@@ -37,8 +37,9 @@ from rlgen.dsl.diagnostics import Diagnostic, Severity
 
 #: Largest spec file, in bytes.
 MAX_BYTES = 1 << 20
-#: Most values (scalars, lists, mappings) a document may expand to through aliases.
-MAX_NODES = 100_000
+#: Most values (scalars, lists, mappings) a document may hold, or expand to through aliases
+#: (a spec has a few hundred; counting while composing stops a huge one early).
+MAX_NODES = 20_000
 #: Most characters of scalars (keys included) a document may expand to through aliases.
 MAX_CHARS = MAX_BYTES
 #: Deepest nesting of lists and mappings.
@@ -73,12 +74,16 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.depth = 0
+        self.composed = 0
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         self.depth += 1
+        self.composed += 1
         try:
             if self.depth > MAX_DEPTH:
                 raise _TooBig(self.peek_event().start_mark, f"lists and mappings nest more than {MAX_DEPTH} levels")
+            if self.composed > MAX_NODES:
+                raise _TooBig(self.peek_event().start_mark, f"the document holds more than {MAX_NODES:,} values")
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1

@@ -166,3 +166,15 @@ def test_validate_build_and_graph_agree_on_every_override(tmp_path, capsys, poli
     assert codes["validate"] in (0, 1)
     if policy == "actors-learner" and workers is None:  # the policy's minimum, 2 workers, fits 8 envs
         assert codes["validate"] == 0
+
+
+def test_a_message_never_quotes_a_whole_section(tmp_path):
+    """Too many loop blocks: the error says how many, it does not print them all."""
+    text = PPO.read_text()
+    blocks = "".join(f"  b{i}: [actor.act(obs) -> a{i}]\n" for i in range(300))
+    spec = tmp_path / "many.rl.yaml"
+    spec.write_text(text.replace("  learn:\n", blocks + "  learn:\n"))
+    start = time.perf_counter()
+    r = rlgen("validate", spec)
+    assert r.returncode == 1 and "E208" in r.stdout and "303 entries here, at most 256 allowed" in r.stdout
+    assert len(r.stdout) < 2000 and time.perf_counter() - start < 30
