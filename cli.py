@@ -55,6 +55,12 @@ def _deploy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hosts", type=_hosts, metavar="H1:S,H2:S", help="hosts and slots, e.g. node1:2,node2:2")
 
 
+def deploy_overrides(args: argparse.Namespace) -> dict:
+    """The deploy overrides of a command (``--policy``, ``--workers``, ``--hosts``), as keyword
+    arguments of :func:`rlgen.api.validate_file`: every command applies them this one way."""
+    return {"policy": args.policy, "workers": args.workers, "hosts": args.hosts}
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from rlgen.api import validate_file
     from rlgen.dsl.diagnostics import Severity
@@ -64,7 +70,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     results = []
     for f in files:
         try:
-            results.append(validate_file(f, policy=args.policy, workers=args.workers, hosts=args.hosts))
+            results.append(validate_file(f, **deploy_overrides(args)))
         except OSError as exc:
             raise UsageError(f"cannot read {f}: {exc.strerror or exc}") from None
     diags = [d for r in results for d in r.diagnostics]

@@ -18,11 +18,12 @@ from rlgen.codegen import dot
 from rlgen.codegen.graph import GraphError, build_graph
 from rlgen.codegen.ir import FDG, to_data, to_json
 from rlgen.codegen.lower import lower
-from rlgen.codegen.lower.components import unsupported
-from rlgen.codegen.passes import Context, CutError, network_heads, run_passes
+from rlgen.codegen.names import check_names, package_name
+from rlgen.codegen.passes import Context, CutError, run_passes
 from rlgen.codegen.plan import Meta, Plan
 from rlgen.codegen.policies import POLICIES
-from rlgen.codegen.render import RenderError, format_tree, ident, render
+from rlgen.codegen.render import RUFF_TOML, FormatterMissing, RenderError, format_tree, ident, render
+from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
 
@@ -43,11 +44,6 @@ class Build:
     out_dir: Path | None = None
 
 
-def policy_min_workers(policy: str) -> int:
-    """Workers for a policy chosen on the command line without --workers: its minimum."""
-    return POLICIES[policy].min_workers if policy in POLICIES else 1
-
-
 def fdg_of(result: Result) -> tuple[FDG, Context]:
     """Graph and passes for a validated result (its spec's deploy section says policy and workers)."""
     spec, flow = result.spec, result.flow
@@ -65,31 +61,17 @@ def fdg_of(result: Result) -> tuple[FDG, Context]:
 
 def render_build(result: Result, spec_file: str) -> Build:
     """Every file of the build directory, in memory (deterministic)."""
+    problems = [f.message for check in (check_supported, check_names) for f in check(result.spec, result.flow)]
+    if problems:  # validate reports these as diagnostics; a Result validated without them lands here
+        raise BuildError("; ".join(problems))
     fdg, ctx = fdg_of(result)
-    missing = unsupported(fdg, ctx)
-    if missing:
-        raise BuildError(
-            f"rlgen build does not generate code for component kind(s) {', '.join(missing)} yet; "
-            "`rlgen validate` accepts the spec, and `rlgen graph` shows its FDG"
-        )
     spec = ctx.spec
-    for name, net in spec.networks.items():
-        heads = [h[0] for h in network_heads(ctx, name)]
-        if net.kind != "mlp" and len(heads) > 1:
-            raise BuildError(
-                f"network {name} is custom (kind: {net.kind}) and read by {', '.join(heads)}: a custom network "
-                "has one output, so it cannot carry one head per component; give each component its own "
-                "network, or use kind: mlp (which shares its torso and adds one head per component)"
-            )
     meta = Meta(__version__, spec_file, result.sha256, spec.name, fdg.policy, fdg.workers)
-    plan = lower(fdg, ctx, meta, ident(spec.name.replace("-", "_")))
+    plan = lower(fdg, ctx, meta, ident(package_name(spec.name)))
     files = render_plan(plan)
     files["fdg.json"] = to_json(fdg)
     files["spec.resolved.json"] = json.dumps(spec.to_dict(), indent=2) + "\n"
-    files["fdg.dot"] = dot.to_dot(fdg, to_data(meta))
-    svg = dot.to_svg(files["fdg.dot"])
-    if svg is not None:
-        files["fdg.svg"] = svg
+    files["fdg.dot"] = dot.to_dot(fdg, to_data(meta))  # a picture: `rlgen graph --format svg` (or Graphviz's dot)
     return Build(fdg, files)
 
 
@@ -143,16 +125,17 @@ def write_tree(files: dict[str, str], out_dir: Path) -> None:
 
 
 def formatted(files: dict[str, str]) -> dict[str, str]:
-    """``files`` with the Python ones formatted by ruff (unchanged when ruff is absent)."""
+    """``files`` with the Python ones formatted by the pinned ruff, and the ``ruff.toml`` they
+    are formatted with added (so the build checks clean from its own directory)."""
     with tempfile.TemporaryDirectory(prefix="rlgen-fmt-") as tmp:
         root = Path(tmp)
         py = {rel: text for rel, text in files.items() if rel.endswith(".py")}
         for rel, text in py.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
-        if not format_tree(root):
-            return files
-        return {rel: (root / rel).read_text(encoding="utf-8") if rel in py else text for rel, text in files.items()}
+        format_tree(root)
+        out = {rel: (root / rel).read_text(encoding="utf-8") if rel in py else text for rel, text in files.items()}
+    return {**out, "ruff.toml": RUFF_TOML}
 
 
 def build(result: Result, out_dir: str | Path | None = None, spec_file: str | None = None) -> Build:
@@ -162,7 +145,10 @@ def build(result: Result, out_dir: str | Path | None = None, spec_file: str | No
         out = render_build(result, name)
     except RenderError as exc:
         raise BuildError(f"the spec holds a value that cannot be rendered safely: {exc}") from None
-    out.files = formatted(out.files)
+    try:
+        out.files = formatted(out.files)
+    except FormatterMissing as exc:
+        raise BuildError(str(exc)) from None
     if out_dir is not None:
         write_tree(out.files, Path(out_dir))
         out.out_dir = Path(out_dir)
@@ -182,7 +168,7 @@ def build_file(
     """
     from rlgen.api import validate_file
 
-    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts, min_workers=policy_min_workers)
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
     if not result.ok:
         return result, None
     return result, build(result, out_dir)

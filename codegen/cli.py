@@ -16,13 +16,11 @@ from rlgen.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 def validated(args: argparse.Namespace):
     """Validate ``args.spec`` with the deploy overrides; (result, exit code), diagnostics printed."""
     from rlgen.api import validate_file
-    from rlgen.codegen.build import policy_min_workers
+    from rlgen.cli import deploy_overrides
     from rlgen.dsl.report import REPORTERS
 
     try:
-        result = validate_file(
-            args.spec, policy=args.policy, workers=args.workers, hosts=args.hosts, min_workers=policy_min_workers
-        )
+        result = validate_file(args.spec, **deploy_overrides(args))
     except OSError as exc:
         print(f"rlgen {args.command}: error: cannot read {args.spec}: {exc.strerror or exc}", file=sys.stderr)
         return None, EXIT_USAGE

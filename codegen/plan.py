@@ -273,7 +273,7 @@ class RolePlan:
     policy_call: bool = False  # a Q-network becomes a policy through .policy()
     metrics_module: str | None = None
     replicated_learner: bool = False
-    metrics: bool = False
+    metrics: str | None = None  # the value holding the learner's metrics (logged each iteration)
     metrics_conditional: bool = False
     uses_progress: bool = False
     uses_iteration: bool = False

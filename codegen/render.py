@@ -14,9 +14,7 @@ import dataclasses
 import keyword
 import math
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +23,19 @@ import jinja2
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-#: ruff settings used to format and check generated code (the tests use the same).
-RUFF_FORMAT = ("format", "--isolated", "--line-length", "100", "--target-version", "py311")
-RUFF_CHECK = (
-    "check",
-    "--isolated",
-    "--line-length",
-    "100",
-    "--target-version",
-    "py311",
-    "--select",
-    "E,F,W,I,B,UP,SIM",
-)
+#: The ruff that formats generated code: pinned (setup.cfg), so that every machine writes
+#: byte-identical builds.
+RUFF_VERSION = "0.17.6"
+#: The settings generated code is formatted and checked with; every build directory holds
+#: them as ``ruff.toml``, so ``ruff check`` / ``ruff format --check`` run there agree.
+RUFF_TOML = """\
+# Written by rlgen build: the ruff settings this generated code is formatted and checked with.
+line-length = 100
+target-version = "py311"
+
+[lint]
+select = ["E", "F", "W", "I", "B", "UP", "SIM"]
+"""
 
 
 class RenderError(ValueError):
@@ -138,20 +137,35 @@ def render(template: str, **context: Any) -> str:
     return _ENV.get_template(template).render(**context)
 
 
-def ruff_command() -> list[str] | None:
-    """How to run ruff here, or ``None`` (then output is written as rendered)."""
-    exe = Path(sys.executable).with_name("ruff")
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("ruff")
-    return [found] if found else None
+class FormatterMissing(RuntimeError):
+    """The pinned ruff is not installed: a build would differ from every other machine's."""
 
 
-def format_tree(root: Path) -> bool:
-    """Format the Python files under ``root`` with ruff if it is installed; True if it ran."""
+def ruff_command() -> list[str]:
+    """The pinned ruff's executable (the ``ruff`` package's own binary), or :class:`FormatterMissing`."""
+    from importlib import metadata
+
+    fix = f"install it: pip install ruff=={RUFF_VERSION} (a dependency of rlgen)"
+    try:
+        version = metadata.version("ruff")
+        from ruff import find_ruff_bin
+
+        exe = find_ruff_bin()
+    except (ImportError, metadata.PackageNotFoundError, FileNotFoundError):
+        raise FormatterMissing(
+            f"rlgen build formats generated code with ruff {RUFF_VERSION}, which is missing; {fix}"
+        ) from None
+    if version != RUFF_VERSION:
+        raise FormatterMissing(f"rlgen build formats generated code with ruff {RUFF_VERSION}, found {version}; {fix}")
+    return [str(exe)]
+
+
+def format_tree(root: Path) -> None:
+    """Fix and format the Python files under ``root`` with the pinned ruff and :data:`RUFF_TOML`
+    (written there as ``ruff.toml``)."""
     ruff = ruff_command()
-    if ruff is None:
-        return False
-    subprocess.run([*ruff, *RUFF_CHECK, "--fix", "--quiet", "--exit-zero", str(root)], check=True, capture_output=True)
-    subprocess.run([*ruff, *RUFF_FORMAT, "--quiet", str(root)], check=True, capture_output=True)
-    return True
+    config = root / "ruff.toml"
+    config.write_text(RUFF_TOML, encoding="utf-8")
+    common = ["--config", str(config), "--quiet"]
+    subprocess.run([*ruff, "check", *common, "--fix", "--exit-zero", "."], cwd=root, check=True, capture_output=True)
+    subprocess.run([*ruff, "format", *common, "."], cwd=root, check=True, capture_output=True)

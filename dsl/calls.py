@@ -6,13 +6,15 @@ import re
 from dataclasses import dataclass
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+#: Blanks inside a call: the same as the schema's call pattern (not Python's Unicode ``\s``).
+_S = r"[ \t\r\n]*"
 _CALL = re.compile(
-    rf"""^\s*(?P<component>{_IDENT})\s*\.\s*(?P<method>{_IDENT})\s*
-    \((?P<args>[^()]*)\)\s*
-    (?:->\s*(?P<outs>.*?))?\s*$""",
-    re.X,
+    rf"""\A{_S}(?P<component>{_IDENT}){_S}\.{_S}(?P<method>{_IDENT}){_S}
+    \((?P<args>[^()]*)\){_S}
+    (?:->{_S}(?P<outs>.*?))?{_S}\Z""",
+    re.X | re.S,
 )
-_WORD = re.compile(rf"\s*({_IDENT})\s*")
+_WORD = re.compile(rf"{_S}({_IDENT}){_S}")
 
 
 @dataclass(frozen=True)

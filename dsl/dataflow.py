@@ -10,6 +10,7 @@ from the same :class:`Dataflow`.
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field
 
 from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES, Method
@@ -232,8 +233,14 @@ def _use(spec, flow, lc, arg, ptype, visible, carried, produced_at, pos) -> None
 
 def _produce(spec, flow, lc, block, out, vtype, index) -> None:
     name = out.text
-    if name in RESERVED_NAMES or name in spec.components:
-        what = "a reserved word" if name in RESERVED_NAMES else "the name of a component"
+    if name in RESERVED_NAMES or name in spec.components or keyword.iskeyword(name):
+        what = (
+            "a Python keyword"
+            if keyword.iskeyword(name)
+            else "a reserved word"
+            if name in RESERVED_NAMES
+            else "the name of a component"
+        )
         flow.findings.append(
             error(
                 "E311",
@@ -277,6 +284,8 @@ def _check_carry(block: Block, flow: Dataflow, visible: set[str]) -> None:
                 )
             )
             continue
+        if source not in flow.values:
+            continue  # its producing call failed, which is reported there
         if target not in flow.values:
             flow.findings.append(
                 error(

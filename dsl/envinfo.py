@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlgen.dsl.catalog import KNOWN_ENVS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
-from rlgen.dsl.findings import Finding, error, warning
+from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
 
 
@@ -40,10 +40,10 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         return EnvSpaces(obs, act, env.max_episode_steps), []
     if env.factory:
         return None, [
-            warning(
-                "W405",
+            error(
+                "E405",
                 ("env", "factory"),
-                "the spaces of a custom env are not declared, so the loop's shapes "
+                "the spaces of a custom env are not declared: the generated code needs the loop's shapes, "
                 "and the action-space fit cannot be checked before launch",
                 "declare them: `spaces: {observation: {shape: [4]}, action: {n: 2}}`",
             )
@@ -75,8 +75,8 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
             made.close()
     except Exception as exc:  # any failure of third-party env code becomes a finding
         return None, [
-            warning(
-                "W405",
+            error(
+                "E405",
                 ("env", "id"),
                 f"could not create '{env.id}' to read its spaces: {exc}",
                 "install what it needs, or declare `spaces:` under `env:`",
@@ -84,8 +84,8 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         ]
     if o is None or a is None:
         return None, [
-            warning(
-                "W405",
+            error(
+                "E405",
                 ("env", "id"),
                 f"the spaces of '{env.id}' are not supported by rlgen v1",
                 "use a Box observation and a Discrete or Box action space",

@@ -15,10 +15,21 @@ def _excerpt(d: Diagnostic, sources: dict[str, str]) -> list[str]:
     lines = text.splitlines()
     if d.line > len(lines):
         return []
-    src = lines[d.line - 1].expandtabs(1)
+    # one character per character, so the caret stays under its column; control characters shown as '?'
+    src = "".join(c if c.isprintable() else "?" for c in lines[d.line - 1].expandtabs(1))
+    col = max(d.column - 1, 0)
+    if len(src) > _WIDTH:  # a long line: the part around the column
+        start = max(0, min(col - _WIDTH // 3, len(src) - _WIDTH))
+        cut = src[start : start + _WIDTH]
+        src = ("…" if start else "") + cut + ("…" if start + _WIDTH < len(src) else "")
+        col = col - start + (1 if start else 0)
     gutter = f"{d.line:>4} | "
-    caret = " " * (len(gutter) + max(d.column - 1, 0)) + "^" + "~" * max(d.length - 1, 0)
+    caret = " " * (len(gutter) + col) + "^" + "~" * max(min(d.length, _WIDTH) - 1, 0)
     return [gutter + src, caret]
+
+
+#: Longest source excerpt shown, in characters.
+_WIDTH = 120
 
 
 def format_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], color: bool = False) -> str:

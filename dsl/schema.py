@@ -37,6 +37,36 @@ def validator() -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(json.loads(schema_text()))
 
 
+@functools.cache
+def _strict_validator() -> jsonschema.protocols.Validator:
+    """The schema's validator with ``integer`` meaning an ``int`` (JSON Schema also counts 20.0)."""
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
+    )
+    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=checker)
+    return strict(json.loads(schema_text()))
+
+
+def integral(data: Any) -> Any:
+    """``data`` (schema-valid) with every float that stands where the schema wants an
+    integer made an ``int``: JSON Schema counts ``epochs: 20.0`` as an integer, so the
+    spec accepts it, and the generated code gets ``20``."""
+
+    def leaves(errors):
+        for err in errors:
+            yield err
+            yield from leaves(err.context or ())
+
+    for err in leaves(_strict_validator().iter_errors(data)):
+        if err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
+            *parents, last = err.absolute_path
+            target = data
+            for p in parents:
+                target = target[p]
+            target[last] = int(err.instance)
+    return data
+
+
 def _describe(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -122,16 +152,15 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
             "E207",
             (*path, inst),
             f"'{inst}' is not a valid name",
-            "names are lowercase letters, digits and '_', starting with a letter or '_'",
+            "names are lowercase letters, digits and '_', starting with a letter",
             key=True,
         )
     elif v in ("pattern", "maxLength", "minLength", "format"):
-        yield error(
-            "E205",
-            path,
-            f"{_describe(inst)} is not valid here: {sch.get('description', err.message)}",
-            _examples_hint(sch),
-        )
+        hint = _examples_hint(sch)
+        if v == "pattern" and isinstance(inst, str) and any(c in inst for c in "\n\r\u2028\u2029"):
+            hint = "remove the line break (a quoted \\n, or the last newline of a block scalar: use |- or >-)"
+        why = sch.get("description", _clip(err.message))
+        yield error("E205", path, f"{_describe(inst)} is not valid here: {why}", hint)
     elif v in (
         "minimum",
         "maximum",
@@ -144,11 +173,37 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         "minProperties",
         "maxProperties",
     ):
-        yield error("E208", path, f"{err.message}", _examples_hint(sch) or sch.get("description", ""))
+        yield error("E208", path, _bound_message(err), _examples_hint(sch) or sch.get("description", ""))
     elif v == "not":
-        yield error("E209", path, f"{_describe(inst)} is not allowed here", sch.get("description", ""))
+        why = err.validator_value.get("description", "") if isinstance(err.validator_value, dict) else ""
+        message = f"{_describe(inst)} is not allowed here" + (f": {why}" if why else "")
+        hint = f"choose another name, e.g. '{inst}_'" if isinstance(inst, str) else sch.get("description", "")
+        if "propertyNames" in err.schema_path:
+            yield error("E207", (*path, inst), message, hint, key=True)
+        else:
+            yield error("E209", path, message, hint)
     else:
-        yield error("E200", path, err.message, sch.get("description", ""))
+        yield error("E200", path, _clip(err.message), sch.get("description", ""))
+
+
+def _clip(text: str, width: int = 200) -> str:
+    """A message that quotes the instance, cut short (the instance may be a whole section)."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _bound_message(err: ValidationError) -> str:
+    """What a size or range keyword refused, without quoting a large instance."""
+    v, bound, inst = err.validator, err.validator_value, err.instance
+    sized = {"minItems": ("items", "at least"), "maxItems": ("items", "at most")}
+    sized |= {"minProperties": ("entries", "at least"), "maxProperties": ("entries", "at most")}
+    if v in sized and isinstance(inst, list | dict):
+        what, how = sized[v]
+        return f"{len(inst)} {what} here, {how} {bound} allowed"
+    ranges = {"minimum": "less than the minimum of", "maximum": "greater than the maximum of"}
+    ranges |= {"exclusiveMinimum": "not greater than", "exclusiveMaximum": "not less than"}
+    if v in ranges:
+        return f"{_describe(inst)} is {ranges[v]} {bound}"
+    return _clip(err.message)
 
 
 def _examples_hint(schema: dict[str, Any]) -> str:

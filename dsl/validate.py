@@ -7,15 +7,16 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlgen.dsl.checks import Context, run_checks
 from rlgen.dsl.dataflow import Dataflow, analyze
 from rlgen.dsl.diagnostics import Diagnostic, has_errors
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.findings import Finding
-from rlgen.dsl.schema import check_schema
-from rlgen.dsl.spec import Deploy, Spec, build_spec
-from rlgen.dsl.yamlload import SourceMap, YamlError, load_file, load_yaml
+from rlgen.dsl.schema import check_schema, integral
+from rlgen.dsl.spec import Spec, build_spec
+from rlgen.dsl.yamlload import SourceMap, YamlError, load_yaml, read_spec
 
 #: Extra checks run after the language's own (the deploy checks of rlgen.codegen plug in here).
 ExtraCheck = Callable[[Spec, Dataflow], Iterator[Finding]]
@@ -49,21 +50,46 @@ def locate(f: Finding, smap: SourceMap) -> Diagnostic:
     return Diagnostic(f.code, f.severity, f.message, smap.file, line, col, f.path, f.hint, f.length)
 
 
-def apply_overrides(
-    spec: Spec,
-    policy: str | None,
-    workers: int | None,
-    hosts: Iterable[str] | None,
-    min_workers: Callable[[str], int] | None = None,
-) -> Spec:
-    """The spec with command-line deploy overrides. Without ``workers``, a policy other than the
-    spec's gets ``min_workers(policy)`` if that rule is given, else the spec's worker count."""
-    dep = spec.deploy
-    new_policy = policy or dep.policy
-    if workers is None:
-        workers = min_workers(new_policy) if min_workers and new_policy != dep.policy else dep.workers
-    hosts = tuple(hosts) if hosts is not None else dep.hosts
-    return dataclasses.replace(spec, deploy=Deploy(new_policy, workers, hosts, dep.lag))
+@dataclass(frozen=True)
+class Overrides:
+    """Deploy settings given on the command line (``--policy``, ``--workers``, ``--hosts``);
+    ``None`` keeps the spec's own."""
+
+    policy: str | None = None
+    workers: int | None = None
+    hosts: tuple[str, ...] | None = None
+
+    def given(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def apply_overrides(data: Any, overrides: Overrides, min_workers: Callable[[str], int] | None = None) -> Any:
+    """The document with command-line deploy overrides written into its ``deploy`` section,
+    before the schema checks it (so the same bounds apply to both). Without ``workers``, a
+    policy other than the spec's gets ``min_workers(policy)`` if that rule is given, else the
+    spec's worker count."""
+    if not overrides.given() or not isinstance(data, dict):
+        return data
+    dep = data.get("deploy")
+    dep = dict(dep) if isinstance(dep, dict) else {}
+    workers = overrides.workers
+    if overrides.policy is not None:
+        if workers is None and min_workers is not None and overrides.policy != dep.get("policy", "single"):
+            workers = min_workers(overrides.policy)
+        dep["policy"] = overrides.policy
+    if workers is not None:
+        dep["workers"] = workers
+    if overrides.hosts is not None:
+        dep["hosts"] = list(overrides.hosts)
+    return {**data, "deploy": dep}
+
+
+def _flagged(f: Finding, overrides: Overrides) -> Finding:
+    """Say which command-line flag gave the value a deploy finding is about."""
+    path = f.path
+    if len(path) >= 2 and path[0] == "deploy" and path[1] in overrides.given():
+        return dataclasses.replace(f, message=f"{f.message} (given by --{path[1]})")
+    return f
 
 
 def validate_text(
@@ -83,30 +109,32 @@ def validate_text(
     except YamlError as exc:
         result.diagnostics = exc.diagnostics
         return result
-    return _validate_data(result, data, smap, extra_checks, policy, workers, hosts, min_workers)
+    overrides = Overrides(policy, workers, tuple(hosts) if hosts is not None else None)
+    return _validate_data(result, data, smap, tuple(extra_checks), overrides, min_workers)
 
 
 def validate_file(path: str | Path, **kw) -> Result:
-    """Validate a spec file. I/O errors raise :class:`OSError` (the CLI's exit 2)."""
+    """Validate a spec file. I/O errors, and paths that are not regular files, raise
+    :class:`OSError` (the CLI's exit 2)."""
     try:
-        data, smap = load_file(path)
+        text = read_spec(path)
     except YamlError as exc:
-        return Result(str(path), Path(path).read_text("utf-8", "replace"), diagnostics=exc.diagnostics)
-    result = Result(str(path), smap.text)
-    return _validate_data(result, data, smap, kw.pop("extra_checks", ()), **kw)
+        return Result(str(path), exc.text, diagnostics=exc.diagnostics)
+    return validate_text(text, str(path), **kw)
 
 
-def _validate_data(result, data, smap, extra_checks, policy=None, workers=None, hosts=None, min_workers=None) -> Result:
+def _validate_data(result, data, smap, extra_checks, overrides: Overrides, min_workers) -> Result:
+    data = apply_overrides(data, overrides, min_workers)
     findings = check_schema(data)
     if not findings:
-        spec = apply_overrides(build_spec(data), policy, workers, hosts, min_workers)
+        spec = build_spec(integral(data))
         flow = analyze(spec)
         spaces, env_findings = resolve_spaces(spec.env)
         findings = env_findings + run_checks(Context(spec, flow, spaces))
         for extra in extra_checks:
             findings.extend(extra(spec, flow))
         result.spec, result.flow = spec, flow
-    diags = [locate(f, smap) for f in findings]
+    diags = [locate(_flagged(f, overrides), smap) for f in findings]
     result.diagnostics = sorted(diags, key=lambda d: (d.line, d.column, d.code))
     if not result.ok:
         result.spec = None

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -123,3 +124,57 @@ def test_validate_never_imports_tensorflow_or_horovod():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_is_refused_at_once(tmp_path, special):
+    path = tmp_path / "spec.rl.yaml" if special == "fifo" else special
+    if special == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading would block forever
+    for command in ("validate", "build"):
+        start = time.perf_counter()
+        r = rlgen(command, path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "not a regular file" in r.stderr and "Traceback" not in r.stderr
+        assert time.perf_counter() - start < 30
+
+
+def test_huge_worker_counts_are_refused_at_once():
+    start = time.perf_counter()
+    r = rlgen("validate", PPO, "--policy", "multi-learner", "--workers", "1000000000")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "E208" in r.stdout and "maximum of 1024 (given by --workers)" in r.stdout
+    r = rlgen("build", PPO, "--hosts", "h:99999999999")
+    assert r.returncode == 1 and "E205" in r.stderr and "(given by --hosts)" in r.stderr
+    assert time.perf_counter() - start < 60
+
+
+@pytest.mark.parametrize("policy", ["single", "actors-learner", "central-inference", "multi-learner", "nope"])
+@pytest.mark.parametrize("workers", [None, "1", "2", "3", "0", "100000000"])
+def test_validate_build_and_graph_agree_on_every_override(tmp_path, capsys, policy, workers):
+    """The same flags give the same verdict whichever command reads them (one way to apply them)."""
+    from rlgen.cli import main
+
+    flags = ["--policy", policy] + (["--workers", workers] if workers else [])
+    codes = {
+        "validate": main(["validate", "-q", str(PPO), *flags]),
+        "build": main(["build", str(PPO), "-o", str(tmp_path / "b"), *flags]),
+        "graph": main(["graph", str(PPO), "-o", str(tmp_path / "g.dot"), *flags]),
+    }
+    capsys.readouterr()
+    assert len(set(codes.values())) == 1, codes
+    assert codes["validate"] in (0, 1)
+    if policy == "actors-learner" and workers is None:  # the policy's minimum, 2 workers, fits 8 envs
+        assert codes["validate"] == 0
+
+
+def test_a_message_never_quotes_a_whole_section(tmp_path):
+    """Too many loop blocks: the error says how many, it does not print them all."""
+    text = PPO.read_text()
+    blocks = "".join(f"  b{i}: [actor.act(obs) -> a{i}]\n" for i in range(300))
+    spec = tmp_path / "many.rl.yaml"
+    spec.write_text(text.replace("  learn:\n", blocks + "  learn:\n"))
+    start = time.perf_counter()
+    r = rlgen("validate", spec)
+    assert r.returncode == 1 and "E208" in r.stdout and "303 entries here, at most 256 allowed" in r.stdout
+    assert len(r.stdout) < 2000 and time.perf_counter() - start < 30

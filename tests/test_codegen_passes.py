@@ -106,7 +106,10 @@ def test_place_fragments_assigns_ranks_hosts_and_replicas():
         (2, "actor", "b"),
     ]
     assert placed.fragment("actor").replicas == 2 and placed.fragment("learner").replicas == 1
-    assert [p.ranks for p in placed.process_sets] == [(0, 1, 2)]
+    assert placed.process_sets == ()  # actors and learner talk over channels, not collectives
+    fdg, ctx = start("multi-learner", 2)
+    placed = place_fragments(insert_transfers(cut_at_partitions(fdg, ctx), ctx), ctx)
+    assert [p.ranks for p in placed.process_sets] == [(0, 1)]  # the gradient allreduce
 
 
 def test_hosts_default_to_localhost():

@@ -134,3 +134,20 @@ def test_rebuild_replaces_a_previous_build(tmp_path):
     write_tree({"a.py": "x = 1\n"}, out)
     write_tree({"b.py": "y = 1\n"}, out)
     assert sorted(p.name for p in out.iterdir()) == [".rlgen-build", "b.py"]
+
+
+@pytest.mark.parametrize("policy", ["single", "actors-learner", "multi-learner"])
+def test_the_learners_output_is_logged_whatever_its_name(policy):
+    """`metrics` is not magic: the value the learner's update produces is what the rank loop logs."""
+    text = PPO_TEXT.replace("-> metrics", "-> stats")
+    result = validate_text(text, policy=policy, workers=None if policy == "single" else 2)
+    assert result.ok, [d.message for d in result.diagnostics]
+    main = next(src for rel, src in build(result).files.items() if rel.endswith("/main.py"))
+    assert "metrics=stats," in main and "metric_names=METRICS," in main
+    assert "metrics=metrics" not in main
+
+
+def test_a_conditional_learner_output_starts_as_none_under_its_own_name():
+    dqn = (ROOT / "examples" / "dqn-cartpole.rl.yaml").read_text().replace("-> metrics", "-> losses")
+    main = next(src for rel, src in _build_text(dqn).files.items() if rel.endswith("/main.py"))
+    assert "losses = None  # until a learning block runs" in main and "metrics=losses," in main

@@ -7,6 +7,7 @@ import pytest
 from rlgen.api import validate_text
 from rlgen.codegen.build import BuildError, build, fdg_of
 from rlgen.codegen.passes import network_heads
+from rlgen.dsl.validate import validate_text as dsl_validate_text
 
 from conftest import ROOT
 
@@ -33,12 +34,17 @@ def test_exchanged_weights_count_both_heads(policy):
     assert sizes == {"pi": 4 * 64 + 64 + 64 * 64 + 64 + 64 * 3 + 3}
 
 
-def test_a_shared_custom_network_is_refused_with_a_fix():
+def test_a_shared_custom_network_is_refused_by_validate_with_a_fix():
+    """validate refuses what build cannot generate (E341), so the two agree; build refuses it too."""
     text = SHARED.replace(
         "  pi: {kind: mlp, hidden: [64, 64], activation: tanh}",
         '  pi: {kind: custom, impl: "custom_nets:ResidualMLP"}',
     )
     result = validate_text(text)
-    assert result.ok, [d.message for d in result.diagnostics]
-    with pytest.raises(BuildError, match="give each component its own network"):
-        build(result)
+    (d,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert (d.code, d.json_path) == ("E341", "$.networks.pi.kind")
+    assert "give each component its own network" in d.hint
+    unchecked = dsl_validate_text(text)  # the language's checks alone: build still refuses it
+    assert unchecked.ok
+    with pytest.raises(BuildError, match="cannot carry one head per component"):
+        build(unchecked)

@@ -22,7 +22,7 @@ def test_plan_json_alone_renders_the_build(example, policy, workers):
     plan = from_json(done.files["plan.json"], Plan)
     assert to_json(plan, sort_keys=False) == done.files["plan.json"]
     again = formatted(render_plan(plan))
-    generated = {k: v for k, v in done.files.items() if k.endswith(".py") or k == "plan.json"}
+    generated = {k: v for k, v in done.files.items() if k.endswith(".py") or k in ("plan.json", "ruff.toml")}
     assert again == generated
 
 

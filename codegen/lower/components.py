@@ -143,12 +143,6 @@ LOWER: dict[str, Callable[[KindContext, str], dict[str, Any]]] = {
 }
 
 
-def unsupported(fdg: FDG, ctx: Context) -> list[str]:
-    """Component kinds of this spec that the code generator cannot render yet."""
-    kinds = {ctx.spec.components[n.component].kind for n in fdg.graph.nodes if n.component != "env"}
-    return sorted(kinds - set(LOWER))
-
-
 def lower_components(
     fdg: FDG, ctx: Context, frag: Fragment
 ) -> tuple[tuple[ComponentPlan, ...], tuple[NetworkPlan, ...]]:

@@ -82,6 +82,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
     learner_attr = _learner_of(fdg, learner) if learner else None
     learner_kind = ctx.spec.components[learner_attr].kind if learner_attr else None
     learner_comp = ctx.spec.components[learner_attr] if learner_attr else None
+    metrics = _metrics_of(fdg, learner) if learner else None
     all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)]
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
@@ -99,10 +100,9 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         policy_call=learner_kind == "dqn",
         metrics_module=METRICS_MODULE.get(learner_kind) if learner_kind else None,
         replicated_learner=learner is not None and len([r for r in fdg.ranks if r.role == role]) > 1,
-        metrics="metrics" in known,
-        metrics_conditional=any(
-            (b.every > 1 or b.after > 0) and any("metrics" in op.outputs for op in b.ops) for b in blocks
-        ),
+        metrics=metrics if metrics in known else None,  # the learner's output, whatever its name
+        metrics_conditional=metrics is not None
+        and any((b.every > 1 or b.after > 0) and any(metrics in op.outputs for op in b.ops) for b in blocks),
         uses_progress=any(a.value == "progress" for op in all_ops for a in op.args),
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or bool(begin)
@@ -122,6 +122,17 @@ def _holds_learner(fdg: FDG, frag: Fragment) -> bool:
 def _learner_of(fdg: FDG, frag: Fragment) -> str:
     """The attribute (component name) of the learner in ``frag``."""
     return next(fdg.graph.node(n).component for n in frag.nodes if fdg.graph.node(n).method == "update")
+
+
+def _metrics_of(fdg: FDG, frag: Fragment) -> str | None:
+    """The value holding the metrics of the learner in ``frag``: the output of its update, found
+    by what produces it (the spec may name it anything), or ``None`` if the update's output is unnamed."""
+    graph = fdg.graph
+    for n in frag.nodes:
+        node = graph.node(n)
+        if node.method == "update":
+            return next((o for o in node.outputs if graph.edge(o).type == "metrics"), None)
+    return None
 
 
 def _step_op(fdg: FDG, frag: Fragment, step: Step, received: set[str]) -> Op:

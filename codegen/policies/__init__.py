@@ -9,4 +9,10 @@ POLICIES: dict[str, DistributionPolicy] = {
     p.POLICY.name: p.POLICY for p in (single, actors_learner, central_inference, multi_learner)
 }
 
-__all__ = ["POLICIES", "DistributionPolicy", "Edge", "Role"]
+
+def policy_min_workers(policy: str) -> int:
+    """Workers for a policy chosen on the command line without --workers: its minimum."""
+    return POLICIES[policy].min_workers if policy in POLICIES else 1
+
+
+__all__ = ["POLICIES", "DistributionPolicy", "Edge", "Role", "policy_min_workers"]
