@@ -152,8 +152,9 @@ class Transfer:
     a one-way channel operation: ``send`` (a queue: taken in order, the sender does not
     wait) or ``publish`` (a versioned latest value, which the receiver may take up to
     ``lag`` versions old without waiting). ``at`` says when: after a node
-    (``rollout.2``), at the end of a block (``after:rollout``), before the first
-    iteration (``start``) or inside a node (``in:learn.0``, e.g. a gradient allreduce).
+    (``rollout.2``), at the end of a block (``after:rollout``), at the end of every
+    iteration whichever blocks ran (``end``), before the first iteration (``start``) or
+    inside a node (``in:learn.0``, e.g. a gradient allreduce).
     ``payload`` is what one sending rank contributes; ``received`` what arrives.
     """
 

@@ -288,7 +288,7 @@ def _weight_transfers(fdg: FDG, ctx: Context, partition) -> tuple[Transfer, ...]
             parts = _weights_of(ctx, comps)
             for src in learning:
                 op, pset = _edge_op(ctx, src.role, dst.role, "weights")
-                at = f"after:{graph.blocks[-1].name}"
+                at = "end"  # every iteration, whichever blocks ran
                 lag = lag_of(ctx) if op == "publish" else 0
                 out.append(Transfer("weights", src.name, dst.name, op, at, pset, fdg.partition, parts, parts, lag))
         return tuple(out)

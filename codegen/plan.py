@@ -265,6 +265,7 @@ class RolePlan:
     blocks: tuple[BlockSchedule, ...]
     start: tuple[Op, ...] = ()  # once, before the loop
     begin: tuple[Op, ...] = ()  # at the start of every iteration (e.g. taking the newest weights)
+    end: tuple[Op, ...] = ()  # at the end of every iteration, whichever blocks ran (e.g. publishing them)
     lag_frag: str | None = None  # the fragment that records the weights version of received experience
     env_frag: str | None = None
     learner_frag: str | None = None

@@ -132,6 +132,12 @@ KNOWN_ENVS: dict[str, EnvSpaces] = {
     "LunarLander-v3": EnvSpaces(Space("box", (8,)), Space("discrete", n=4), 1000),
     "LunarLanderContinuous-v3": EnvSpaces(Space("box", (8,)), Space("box", (2,), low=-1.0, high=1.0), 1000),
     "BipedalWalker-v3": EnvSpaces(Space("box", (24,)), Space("box", (4,), low=-1.0, high=1.0), 1600),
+    # MuJoCo (pip install rlgen[mujoco]); observations as gymnasium 1.x's v5 defaults give them
+    "HalfCheetah-v5": EnvSpaces(Space("box", (17,)), Space("box", (6,), low=-1.0, high=1.0), 1000),
+    "Hopper-v5": EnvSpaces(Space("box", (11,)), Space("box", (3,), low=-1.0, high=1.0), 1000),
+    "Walker2d-v5": EnvSpaces(Space("box", (17,)), Space("box", (6,), low=-1.0, high=1.0), 1000),
+    "Ant-v5": EnvSpaces(Space("box", (105,)), Space("box", (8,), low=-1.0, high=1.0), 1000),
+    "Humanoid-v5": EnvSpaces(Space("box", (348,)), Space("box", (17,), low=-0.4, high=0.4), 1000),
 }
 
 #: Environments with an in-graph TensorFlow implementation (``backend: tensorflow``).

@@ -230,6 +230,11 @@ class Mesh:
         self._raise_if_failed(peer)
         return None
 
+    def finished(self, peer: int) -> bool:
+        """Has ``peer`` said goodbye (it finished; nothing more will come from it than what is queued)?"""
+        self._pump(0.0)
+        return self._peer(peer).said_bye
+
     def interrupt(self) -> None:
         """Make every wait raise :class:`Stopped` (a stop request; callable from any thread)."""
         self._stop_requested = True

@@ -150,13 +150,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"rlgen bench: error: {args.spec} does not exist", file=sys.stderr)
         return EXIT_USAGE
     from rlgen.api import validate_file
-    from rlgen.codegen.build import policy_min_workers
     from rlgen.dsl.diagnostics import Severity
 
     skip = {}
     for policy in policies:
         workers = 1 if policy == "single" else args.workers
-        result = validate_file(args.spec, policy=policy, workers=workers, min_workers=policy_min_workers)
+        result = validate_file(args.spec, policy=policy, workers=workers)
         if not result.ok:
             first = next(d for d in result.diagnostics if d.severity is Severity.ERROR)
             skip[policy] = f"{first.message} ({first.code})"

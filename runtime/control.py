@@ -2,16 +2,19 @@
 
 Rank 0 leads: it owns the run's statistics and the stop decision. The other ranks report
 the episodes they finished (and whether they were asked to stop) at the end of every
-iteration, over their channel to rank 0:
+iteration, over their channel to rank 0, tagged with the iteration:
 
 * :class:`LockstepControl` — every rank waits for rank 0's verdict each iteration, so all
-  stop after the same iteration. Needed when ranks meet in collectives inside an iteration
-  (multi-learner's gradient allreduce): a rank that stopped alone would leave the others
-  waiting. One message round trip per iteration.
-* :class:`StreamControl` — ranks never wait for rank 0: reports go one way, and a stop
-  verdict reaches the others whenever it is sent (any wait on a channel then ends with
-  :class:`~rlgen.runtime.channels.Stopped`). For policies whose ranks progress at their
-  own pace (actors ahead of the learner by up to their lag).
+  stop after the same iteration. For ranks that meet inside every iteration anyway
+  (multi-learner's gradient allreduce, central inference's env steps): a rank that
+  stopped alone would leave the others waiting. One message round trip per iteration.
+* :class:`AlignedControl` — the other ranks never wait for rank 0; rank 0 counts each
+  rank's episodes of iteration *k* at its own iteration *k* (they travel right after the
+  data it learns from), so the logged statistics follow the data, not the timing. A stop
+  verdict reaches the others whenever it is sent: any wait on a channel then ends with
+  :class:`~rlgen.runtime.channels.Stopped`. For actors a bounded lag ahead of the learner.
+* :class:`StreamControl` — like aligned, but rank 0 counts whatever reports have arrived:
+  for actors that run at their own pace (asynchronous actors).
 * :class:`LocalControl` — one process.
 """
 
@@ -19,12 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .channels import Mesh, pack, unpack
+from .channels import Mesh, Stopped, pack, unpack
 
 #: Channel tags of the control messages (generated transfers use small tags).
 REPORT, VERDICT, BEGIN = 60_000, 60_001, 60_002
 #: Stop reasons as verdict headers (0: go on).
-REASONS = ("", "interrupted", "mean return reached")
+REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0")
 
 Episodes = list[tuple[float, int]]
 
@@ -38,19 +41,28 @@ def _decode(payload: bytes) -> Episodes:
     return [(float(r), int(n)) for r, n in rows]
 
 
+def _header(iteration: int, interrupted: bool) -> int:
+    return 2 * iteration + int(interrupted)
+
+
 class LocalControl:
     """One process: nothing to agree on."""
 
     def begin(self, start: int) -> int:
         return start
 
-    def report(self, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
-        """This iteration's episodes of every rank (rank 0) and whether any rank was interrupted."""
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+        """Iteration ``iteration``'s episodes of every rank (as rank 0 counts them) and whether
+        any rank was asked to stop."""
         return episodes, interrupted
 
     def verdict(self, reason: str) -> str:
-        """Rank 0's decision for this iteration, as every rank learns it ("" to go on)."""
+        """Rank 0's decision for this iteration, as this rank learns it ("" to go on)."""
         return reason
+
+    def stop_reason(self) -> str:
+        """Why a wait of this rank was ended by rank 0."""
+        return REASONS[3]
 
 
 class LockstepControl(LocalControl):
@@ -58,7 +70,6 @@ class LockstepControl(LocalControl):
 
     def __init__(self, mesh: Mesh, rank: int, size: int) -> None:
         self.mesh, self.rank, self.others = mesh, rank, range(1, size)
-        mesh.stop_tag = None
 
     def begin(self, start: int) -> int:
         if self.rank == 0:
@@ -67,15 +78,15 @@ class LockstepControl(LocalControl):
             return start
         return self.mesh.recv(0, BEGIN)[0]
 
-    def report(self, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
         if self.rank != 0:
-            self.mesh.send(0, REPORT, _encode(episodes), header=int(interrupted))
+            self.mesh.send(0, REPORT, _encode(episodes), header=_header(iteration, interrupted))
             return episodes, interrupted
         everyone = list(episodes)
         for r in self.others:
-            flag, payload = self.mesh.recv(r, REPORT)
+            header, payload = self.mesh.recv(r, REPORT)
             everyone += _decode(payload)
-            interrupted = interrupted or bool(flag)
+            interrupted = interrupted or bool(header & 1)
         return everyone, interrupted
 
     def verdict(self, reason: str) -> str:
@@ -87,22 +98,21 @@ class LockstepControl(LocalControl):
 
 
 class StreamControl(LockstepControl):
-    """Reports go one way; a stop verdict ends the others' waits whenever it comes."""
+    """Reports go one way and rank 0 counts what has arrived; a stop verdict ends waits elsewhere."""
 
     def __init__(self, mesh: Mesh, rank: int, size: int) -> None:
         super().__init__(mesh, rank, size)
         mesh.stop_tag = VERDICT  # a stop verdict interrupts any wait on a channel
 
-    def report(self, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
         if self.rank != 0:
-            self.mesh.send(0, REPORT, _encode(episodes), header=int(interrupted))
+            self.mesh.send(0, REPORT, _encode(episodes), header=_header(iteration, interrupted))
             return episodes, interrupted
         everyone = list(episodes)
         for r in self.others:
             while (frame := self.mesh.poll(r, REPORT)) is not None:
-                flag, payload = frame
-                everyone += _decode(payload)
-                interrupted = interrupted or bool(flag)
+                everyone += _decode(frame[1])
+                interrupted = interrupted or bool(frame[0] & 1)
         return everyone, interrupted
 
     def verdict(self, reason: str) -> str:
@@ -112,9 +122,37 @@ class StreamControl(LockstepControl):
                     self.mesh.send(r, VERDICT, header=REASONS.index(reason))
             return reason
         frame = self.mesh.poll(0, VERDICT)
-        return REASONS[frame[0]] if frame is not None else ""
+        if frame is not None:
+            return REASONS[frame[0]]
+        return REASONS[3] if self.mesh.finished(0) else ""
 
     def stop_reason(self) -> str:
-        """The verdict that interrupted a wait (a worker's view), or "interrupted"."""
         frame = self.mesh.poll(0, VERDICT)
-        return REASONS[frame[0]] if frame is not None and frame[0] else "interrupted"
+        return REASONS[frame[0]] if frame is not None and frame[0] else REASONS[3]
+
+
+class AlignedControl(StreamControl):
+    """Stream control whose rank 0 counts each rank's reports up to its own iteration, waiting
+    for those that are due (they follow the data rank 0 has just received)."""
+
+    def __init__(self, mesh: Mesh, rank: int, size: int) -> None:
+        super().__init__(mesh, rank, size)
+        self.counted = dict.fromkeys(self.others, -1)  # the last iteration counted, per rank
+
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+        if self.rank != 0:
+            return super().report(iteration, episodes, interrupted)
+        everyone = list(episodes)
+        for r in self.others:
+            while self.counted[r] < iteration:
+                try:
+                    header, payload = self.mesh.recv(r, REPORT)
+                except Stopped:  # rank r finished meanwhile
+                    break
+                everyone += _decode(payload)
+                interrupted = interrupted or bool(header & 1)
+                self.counted[r] = header // 2
+        return everyone, interrupted
+
+
+CONTROLS = {"lockstep": LockstepControl, "aligned": AlignedControl, "stream": StreamControl}

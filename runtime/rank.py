@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from . import p2p
 from .channels import Mesh, Stopped, connect
-from .control import LocalControl, LockstepControl, StreamControl
+from .control import CONTROLS, LocalControl
 from .lifeline import Lifeline
 from .progress import Progress, RemoteProgress
 from .session import RunConfig, Session, configure_tensorflow, default_run_dir
@@ -59,8 +59,8 @@ def run_rank(
     description: str = "",
 ) -> None:
     """Parse the rank's arguments, start Horovod and the channels (``distributed``), run this
-    rank's role. ``control`` is how ranks agree on stopping (``lockstep`` or ``stream``, see
-    :mod:`rlgen.runtime.control`)."""
+    rank's role. ``control`` is how ranks agree on stopping (``lockstep``, ``aligned`` or
+    ``stream``, see :mod:`rlgen.runtime.control`)."""
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
     configure_tensorflow()
     if distributed:
@@ -89,7 +89,7 @@ def run_rank(
         if distributed:
             mesh = _channels(rank, size, lifeline)
             p2p.attach(mesh)
-            ctl = (StreamControl if control == "stream" else LockstepControl)(mesh, rank, size)
+            ctl = CONTROLS[control](mesh, rank, size)
         session = Session(
             run, run_dir, rank, size, args.resume, args.iterations, progress=progress, lifeline=lifeline, control=ctl
         )
@@ -98,7 +98,7 @@ def run_rank(
         try:
             runners[roles[rank]](session, rank)
         except Stopped:  # rank 0 decided to stop while this rank waited on a channel
-            session.stop_reason = ctl.stop_reason() if isinstance(ctl, StreamControl) and rank else "stopped"
+            session.stop_reason = ctl.stop_reason()
     except BaseException as error:
         if session is not None:
             session.fail(error)

@@ -267,7 +267,7 @@ class Session:
         checkpoint, evaluate. ``policy_lag``: how many updates old the weights were that the
         learned-from experience was collected with (overlapped policies)."""
         self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
-        new_eps, interrupted = self.control.report(list(episodes), self._interrupted)
+        new_eps, interrupted = self.control.report(self.iteration, list(episodes), self._interrupted)
         for ret, length in new_eps:
             self.returns.append(ret)
             self.lengths.append(length)

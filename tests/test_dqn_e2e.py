@@ -3,8 +3,8 @@
 The replay buffer lives with the learner. Under `actors-learner` the actor ranks send
 each collection block's steps to it; under `central-inference` the learner rank acts
 for every env itself. Both must hand the learner the same transitions: with greedy
-acting (each replica explores with its own random stream, so exploration would differ)
-and the same seed they train identically. `multi-learner` keeps one replay per learner.
+acting (each replica explores with its own random stream, so exploration would differ),
+actors that wait for every update (lag 0) and the same seed they train identically. `multi-learner` keeps one replay per learner.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def spec(
     if greedy:
         text = re.sub(r"initial: 1.0 ", "initial: 0.0 ", text)
         text = re.sub(r"final: 0.04 ", "final: 0.0 ", text)
+        text = text.replace("  policy: single", "  policy: single\n  lag: 0")  # actors act on the newest weights
     text = re.sub(r"after: 1000 ", f"after: {learning_starts} ", text)
     text = re.sub(r"eval: \{every: \d+, episodes: \d+", f"eval: {{every: {eval_every}, episodes: 3", text)
     assert text.count(f"after: {learning_starts} ") == 2

@@ -80,3 +80,10 @@ def test_a_policy_without_its_partition_is_refused_with_the_partition_to_add(tmp
     result = validate_file(spec, policy="actors-learner", workers=3)
     messages = [d.message + " " + (d.hint or "") for d in result.diagnostics]
     assert any("experience partition" in m and "after: rollout" in m for m in messages), messages
+
+
+def test_weights_are_published_every_iteration_even_when_the_last_block_is_conditional():
+    """DQN's learn block runs only after `after:` steps; actors waiting for weights must still get them."""
+    main = build_case(ROOT / "examples" / "dqn-cartpole.rl.yaml", "actors-learner", 2).files["dqn_cartpole/main.py"]
+    publish = next(line for line in main.splitlines() if ".publish_weights(iteration + 1)" in line)
+    assert publish.startswith("        learner.publish_weights")  # loop body level, not inside `if ...:`

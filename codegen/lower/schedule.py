@@ -83,7 +83,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
     learner_kind = ctx.spec.components[learner_attr].kind if learner_attr else None
     learner_comp = ctx.spec.components[learner_attr] if learner_attr else None
     metrics = _metrics_of(fdg, learner) if learner else None
-    all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)]
+    all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)] + ops_at.get("end", [])
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
@@ -92,6 +92,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         blocks=tuple(blocks),
         start=tuple(start.values()),
         begin=tuple(begin),
+        end=tuple(ops_at.get("end", [])),
         lag_frag=versioned,
         env_frag=next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         learner_frag=learner.name if learner else None,

@@ -24,5 +24,5 @@ POLICY = DistributionPolicy(
     learner_role="learner",
     lag=1,
     max_lag=8,
-    control="stream",
+    control="aligned",
 )

@@ -20,5 +20,5 @@ POLICY = DistributionPolicy(
     min_workers=2,
     env_role="env",
     learner_role="learner",
-    control="stream",
+    control="lockstep",
 )

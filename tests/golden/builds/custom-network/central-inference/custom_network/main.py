@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         RUNNERS,
         argv,
         distributed=True,
-        control="stream",
+        control="lockstep",
         description=__doc__.splitlines()[0],
     )
 

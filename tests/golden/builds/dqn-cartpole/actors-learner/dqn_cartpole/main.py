@@ -80,10 +80,8 @@ def run_learner(session: Session, rank: int) -> None:
             clock.lap("buffer")
             metrics = learner.learn_learner_update(*batch, progress)
             clock.lap("update")
-            learner.publish_weights(
-                iteration + 1
-            )  # publish -> actor: one way, version = updates done
-            clock.lap("comm")
+        learner.publish_weights(iteration + 1)  # publish -> actor: one way, version = updates done
+        clock.lap("comm")
         session.end_iteration(
             metrics=metrics,
             policy_lag=iteration - learner.behaviour_version,
@@ -131,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         RUNNERS,
         argv,
         distributed=True,
-        control="stream",
+        control="aligned",
         description=__doc__.splitlines()[0],
     )
 

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         RUNNERS,
         argv,
         distributed=True,
-        control="stream",
+        control="aligned",
         description=__doc__.splitlines()[0],
     )
 
