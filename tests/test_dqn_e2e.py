@@ -4,7 +4,8 @@ The replay buffer lives with the learner. Under `actors-learner` the actor ranks
 each collection block's steps to it; under `central-inference` the learner rank acts
 for every env itself. Both must hand the learner the same transitions: with greedy
 acting (each replica explores with its own random stream, so exploration would differ),
-actors that wait for every update (lag 0) and the same seed they train identically. `multi-learner` keeps one replay per learner.
+actors that wait for every update (lag 0) and the same seed they train identically.
+`multi-learner` keeps one replay per learner.
 """
 
 from __future__ import annotations
