@@ -8,7 +8,7 @@ from rlgen.codegen.policies import POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
-from rlgen.dsl.findings import Finding, error
+from rlgen.dsl.findings import Finding, error, warning
 from rlgen.dsl.spec import Spec
 
 _DEPLOY = ("deploy",)
@@ -110,4 +110,19 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             (*_DEPLOY, "hosts"),
             f"the hosts offer {slots} slots for {workers} workers",
             "add hosts or slots (host:slots), or lower workers",
+        )
+    lag = spec.deploy.lag
+    if lag is not None and policy.max_lag == 0:
+        yield warning(
+            "W605",
+            (*_DEPLOY, "lag"),
+            f"policy '{policy.name}' has no actors that could lag behind the learner: `lag: {lag}` is ignored",
+            "lag applies to actors-learner and async-actors",
+        )
+    elif lag is not None and lag > policy.max_lag:
+        yield error(
+            "E605",
+            (*_DEPLOY, "lag"),
+            f"policy '{policy.name}' lets actors lag at most {policy.max_lag} updates behind, got lag: {lag}",
+            f"use a lag from 0 to {policy.max_lag}",
         )

@@ -151,7 +151,9 @@ class Transfer:
     (``allgather``, ``alltoall``, ``broadcast``, ``allreduce``) on ``process_set``, or
     a one-way channel operation: ``send`` (a queue: taken in order, the sender does not
     wait) or ``publish`` (a versioned latest value, which the receiver may take up to
-    ``lag`` versions old without waiting). ``at`` says when: after a node
+    ``lag`` versions old without waiting). ``mode`` ``async`` (asynchronous policies):
+    a ``send`` is taken from whichever sender is first, dropping experience more than
+    ``lag`` versions old, and a ``publish`` is taken without ever waiting. ``at`` says when: after a node
     (``rollout.2``), at the end of a block (``after:rollout``), at the end of every
     iteration whichever blocks ran (``end``), before the first iteration (``start``) or
     inside a node (``in:learn.0``, e.g. a gradient allreduce).
@@ -168,6 +170,7 @@ class Transfer:
     payload: tuple[Tensor, ...] = ()
     received: tuple[Tensor, ...] = ()
     lag: int = 0
+    mode: str = "sync"
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ TEMPLATE_NAMES = frozenset(
 #: Attributes and methods every fragment object has besides its components, networks and
 #: steps (``tf.Module``'s own included): a component or network named so would replace one.
 ATTRIBUTE_NAMES = frozenset(
-    {"env", "weights", "carried", "drain_episodes", "iteration", "weights_version", "behaviour_version"}
+    {"env", "weights", "carried", "drain_episodes", "iteration", "weights_version", "behaviour_version", "dropped"}
     | {"name", "name_scope", "non_trainable_variables", "submodules", "trainable_variables", "variables"}
     | {"with_name_scope"}
 )

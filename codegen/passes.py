@@ -198,6 +198,7 @@ def insert_transfers(fdg: FDG, ctx: Context) -> FDG:
             if partition is not None:
                 carries = "send" if value in partition.send else "receive" if value in partition.receive else None
             op, pset = _edge_op(ctx, src.role, dst.role, carries)
+        mode = "async" if ctx.policy.asynchronous and op == "send" else "sync"
         transfers[key] = Transfer(
             value=value,
             src=src.name,
@@ -208,6 +209,8 @@ def insert_transfers(fdg: FDG, ctx: Context) -> FDG:
             partition=fdg.partition if op != "local" else None,
             payload=tuple(p.with_batch(src.batch) for p in parts),
             received=tuple(p.with_batch(_received_batch(op, src, dst)) for p in parts),
+            lag=lag_of(ctx) if mode == "async" else 0,
+            mode=mode,
         )
     extra = _weight_transfers(fdg, ctx, partition)
     all_transfers = tuple(transfers.values()) + extra
@@ -290,7 +293,10 @@ def _weight_transfers(fdg: FDG, ctx: Context, partition) -> tuple[Transfer, ...]
                 op, pset = _edge_op(ctx, src.role, dst.role, "weights")
                 at = "end"  # every iteration, whichever blocks ran
                 lag = lag_of(ctx) if op == "publish" else 0
-                out.append(Transfer("weights", src.name, dst.name, op, at, pset, fdg.partition, parts, parts, lag))
+                mode = "async" if ctx.policy.asynchronous else "sync"
+                out.append(
+                    Transfer("weights", src.name, dst.name, op, at, pset, fdg.partition, parts, parts, lag, mode)
+                )
         return tuple(out)
     if fdg.cut == "gradients":
         out = []

@@ -127,6 +127,7 @@ class BoundaryPlan:
     peer_ranks: tuple[int, ...] = ()  # the ranks on the other side of a channel transfer
     versioned: bool = False  # a send carries, a receive records, the weights version acted with
     lag: int = 0  # pull: how many versions behind the iteration the weights may be
+    mode: str = "sync"  # async: taken as it arrives (recv from any sender; pull never waits)
     packed: bool = False
     multi: bool = False  # the (single) value has several parts
     members: tuple[MemberPlan, ...] = ()
@@ -229,6 +230,7 @@ class Op:
     targets: tuple[str, ...] = ()
     store: tuple[str, ...] = ()  # received replay transitions recorded at once (learner side)
     lag: int = 0  # pull: how many versions behind the iteration the weights may be
+    mode: str = "sync"  # async: a recv takes what arrives first, a pull never waits
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,8 @@ class RolePlan:
     begin: tuple[Op, ...] = ()  # at the start of every iteration (e.g. taking the newest weights)
     end: tuple[Op, ...] = ()  # at the end of every iteration, whichever blocks ran (e.g. publishing them)
     lag_frag: str | None = None  # the fragment that records the weights version of received experience
+    counts_dropped: bool = False  # lag_frag also counts experience dropped as too stale (async)
+    open_ended: bool = False  # runs until rank 0 stops the run (asynchronous actors), not to the budget
     env_frag: str | None = None
     learner_frag: str | None = None
     learner_attr: str | None = None

@@ -142,5 +142,3 @@ KNOWN_ENVS: dict[str, EnvSpaces] = {
 
 #: Environments with an in-graph TensorFlow implementation (``backend: tensorflow``).
 TF_ENVS = frozenset({"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"})
-
-POLICIES = ("single", "actors-learner", "central-inference", "multi-learner")

@@ -99,6 +99,9 @@ PPO_DEFAULTS: dict[str, Any] = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "normalize_advantage": True,
+    "correction": "ratio",
+    "rho_clip": 1.0,
+    "c_clip": 1.0,
     "optimizer": Optimizer("adam", eps=1.0e-5),
 }
 A2C_DEFAULTS: dict[str, Any] = {
@@ -109,6 +112,9 @@ A2C_DEFAULTS: dict[str, Any] = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "normalize_advantage": False,
+    "correction": "ratio",
+    "rho_clip": 1.0,
+    "c_clip": 1.0,
     "optimizer": Optimizer("rmsprop", eps=1.0e-5, alpha=0.99),
 }
 DQN_DEFAULTS: dict[str, Any] = {

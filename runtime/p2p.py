@@ -9,6 +9,8 @@ call these helpers, as they call :mod:`rlgen.runtime.comm` for Horovod collectiv
   the weights the rollout was collected with);
 * :func:`gather`: one message from each of several peers, concatenated in rank order
   along each part's batch axis, as an allgather would give; also their headers;
+* :func:`gather_any`: as many messages as there are peers, whichever come first, with
+  stale ones dropped and credits returned (asynchronous actors);
 * :func:`publish` / :func:`pull`: a learner's variables, versioned; an actor takes the
   newest and waits only when it is older than it may be.
 """
@@ -23,6 +25,9 @@ import numpy as np
 from .channels import Mesh, pack, unpack
 
 _MESH: Mesh | None = None
+#: Credit frames of a flow-controlled transfer use its tag plus this offset.
+CREDIT = 20_000
+_credits: dict[tuple[int, int], int] = {}  # (peer, tag) -> messages this rank may still send
 
 
 def attach(mesh: Mesh | None) -> None:
@@ -44,10 +49,16 @@ def send(
     axes: Sequence[int | None],
     splits: Sequence[int] | None = None,
     header: int = 0,
+    credits: int | None = None,
 ) -> None:
     """Send ``parts`` to ``peers``: with ``splits``, peer ``i`` gets rows ``splits[:i].sum() :
-    splits[:i+1].sum()`` of each part along its axis (parts without one go whole)."""
+    splits[:i+1].sum()`` of each part along its axis (parts without one go whole). With
+    ``credits``, at most that many messages are on their way to a peer (sent but not yet
+    taken by it, see :func:`gather_any`): a send waits only when all are."""
     arrays = [np.asarray(p) for p in parts]
+    if credits is not None:
+        for peer in peers:
+            _spend_credit(peer, tag, credits)
     if splits is None or len(peers) == 1:
         payload = pack(arrays)
         for peer in peers:
@@ -80,6 +91,48 @@ def gather(
         for i, axis in enumerate(axes)
     ]
     return out, headers
+
+
+def _spend_credit(peer: int, tag: int, limit: int) -> None:
+    key = (peer, tag)
+    available = _credits.setdefault(key, limit)
+    while mesh().poll(peer, tag + CREDIT) is not None:  # credits returned meanwhile
+        available += 1
+    if available == 0:
+        mesh().recv(peer, tag + CREDIT)  # wait until the peer takes one
+        available = 1
+    _credits[key] = available - 1
+
+
+def gather_any(
+    peers: Sequence[int],
+    tag: int,
+    shapes: Sequence[Sequence[int]],
+    dtypes: Sequence[str],
+    axes: Sequence[int | None],
+    version: int,
+    max_lag: int,
+) -> tuple[list[np.ndarray], list[int], int]:
+    """``len(peers)`` messages ``tag``, whichever arrive first from any of ``peers`` (one peer
+    may contribute several), concatenated in arrival order along each part's axis. A message
+    whose header (the weights version it was acted on with) is more than ``max_lag`` below
+    ``version`` is dropped and another taken. Every message taken returns its sender a credit.
+    Returns the parts, the headers used, and how many were dropped."""
+    specs = list(zip(shapes, dtypes, strict=True))
+    taken, headers, dropped = [], [], 0
+    while len(taken) < len(peers):
+        peer, header, payload = mesh().recv_any(peers, tag)
+        mesh().send(peer, tag + CREDIT)
+        if version - header > max_lag:
+            dropped += 1
+            continue
+        taken.append(unpack(payload, specs))
+        headers.append(header)
+    out = [
+        np.concatenate([t[i] for t in taken], axis=axis) if axis is not None else np.array(taken[0][i])
+        for i, axis in enumerate(axes)
+    ]
+    return out, headers, dropped
 
 
 def publish(peers: Sequence[int], tag: int, variables: Sequence[Any], version: int) -> None:

@@ -61,6 +61,9 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float | None = 0.5
     normalize_advantage: bool = True
+    correction: str = "ratio"  # or "vtrace": V-trace targets and advantages instead of GAE
+    rho_clip: float = 1.0
+    c_clip: float = 1.0
     optimizer: Mapping[str, Any] = field(default_factory=lambda: {"kind": "adam", "eps": 1e-5})
     jit_compile: bool | None = None
 
@@ -95,6 +98,46 @@ def gae(
         return delta + k * carry
 
     return tf.scan(backward, (deltas, decay), initializer=tf.zeros_like(deltas[0]), reverse=True)
+
+
+def vtrace(
+    rewards: tf.Tensor,
+    values: tf.Tensor,
+    next_values: tf.Tensor,
+    terminated: tf.Tensor,
+    dones: tf.Tensor,
+    log_rhos: tf.Tensor,
+    gamma: float,
+    lam: float,
+    rho_clip: float,
+    c_clip: float,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """V-trace value targets ``vs`` and policy-gradient advantages (Espeholt et al. 2018),
+    all ``[T, B]``; ``log_rhos`` are log(target / behaviour) probabilities of the actions.
+
+    With ``rho = min(rho_clip, e^log_rhos)`` and ``c = lam * min(c_clip, e^log_rhos)``:
+    ``vs[t] - V[t] = rho[t] delta[t] + gamma c[t] (1 - dones[t]) (vs[t+1] - V[t+1])``, where
+    ``delta[t] = r[t] + gamma next_V[t] (1 - terminated[t]) - V[t]``; the advantage is
+    ``rho[t] (r[t] + gamma next_vs[t] (1 - terminated[t]) - V[t])``, ``next_vs`` being
+    ``vs[t+1]`` within an episode and ``next_V[t]`` at its end (the value of the final
+    observation, for a truncated one). On-policy (``log_rhos = 0``, clips >= 1) ``vs`` are
+    GAE(lam)'s returns.
+    """
+    ratio = tf.exp(log_rhos)
+    rho = tf.minimum(rho_clip, ratio)
+    c = lam * tf.minimum(c_clip, ratio)
+    deltas = rho * (rewards + gamma * next_values * (1.0 - terminated) - values)
+    decay = gamma * c * (1.0 - dones)
+
+    def backward(carry: tf.Tensor, x: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        delta, k = x
+        return delta + k * carry
+
+    vs_minus_v = tf.scan(backward, (deltas, decay), initializer=tf.zeros_like(deltas[0]), reverse=True)
+    vs = values + vs_minus_v
+    next_vs = tf.where(dones > 0.0, next_values, tf.concat([vs[1:], next_values[-1:]], axis=0))
+    advantages = rho * (rewards + gamma * next_vs * (1.0 - terminated) - values)
+    return vs, advantages
 
 
 def _masked_mean(x: tf.Tensor, w: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
@@ -173,14 +216,34 @@ class PPOLearner(tf.Module):
         progress: tf.Tensor,
     ) -> tf.Tensor:
         cfg = self.config
-        next_values = tf.concat([values[1:], self.value.value(last_obs)[None]], axis=0)
-        dones = tf.maximum(terminated, truncated)
-        advantages = gae(rewards, values, next_values, terminated, dones, cfg.gamma, cfg.gae_lambda)
-        returns = advantages + values
         n = self.num_steps * self.num_envs
 
         def flat(x: tf.Tensor) -> tf.Tensor:
             return tf.reshape(x, [n, *x.shape[2:]])
+
+        dones = tf.maximum(terminated, truncated)
+        if cfg.correction == "vtrace":  # targets from the current networks, corrected towards them
+            shape = tf.shape(rewards)
+            values = tf.reshape(self.value.value(flat(obs)), shape)
+            target_logp = tf.reshape(self.policy.distribution(flat(obs)).log_prob(flat(actions)), shape)
+            next_values = tf.concat([values[1:], self.value.value(last_obs)[None]], axis=0)
+            log_rhos = (target_logp - logp) * valid  # reset rows carry no action
+            returns, advantages = vtrace(
+                rewards,
+                values,
+                next_values,
+                terminated,
+                dones,
+                log_rhos,
+                cfg.gamma,
+                cfg.gae_lambda,
+                cfg.rho_clip,
+                cfg.c_clip,
+            )
+        else:
+            next_values = tf.concat([values[1:], self.value.value(last_obs)[None]], axis=0)
+            advantages = gae(rewards, values, next_values, terminated, dones, cfg.gamma, cfg.gae_lambda)
+            returns = advantages + values
 
         batch = [flat(x) for x in (obs, actions, logp, values, advantages, returns, valid)]
         lr, clip = self._lr(progress), self._clip(progress)

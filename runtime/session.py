@@ -121,6 +121,7 @@ class Session:
         self.returns: deque[float] = deque(maxlen=config.window)
         self.lengths: deque[int] = deque(maxlen=config.window)
         self.episodes = 0
+        self.dropped = 0  # experience dropped as too stale, over the run (asynchronous actors)
         self.stop_reason = ""
         self._interrupted = False
         self._module = None
@@ -176,7 +177,8 @@ class Session:
 
     @property
     def progress_fraction(self) -> float:
-        return self.iteration / self.config.iterations
+        """Training progress in [0, 1] (schedules follow it)."""
+        return min(1.0, self.iteration / self.config.iterations)
 
     def attach(self, module: Any, policy: Any = None, sync: Sequence[Any] = ()) -> None:
         """Register the module that holds the learner (checkpointed on rank 0) and the policy
@@ -249,23 +251,31 @@ class Session:
         self.clock.reset()
 
     # --- the loop ---------------------------------------------------------------
-    def iterations(self) -> Iterator[int]:
-        """Iteration numbers from the resume point until the budget or a stop condition."""
+    def iterations(self, until_stopped: bool = False) -> Iterator[int]:
+        """Iteration numbers from the resume point until the budget or a stop condition
+        (``until_stopped``: until rank 0 stops the run, as asynchronous actors do)."""
         self.begin()
         last = self.config.iterations
         if self.max_iterations is not None:
             last = min(last, self.start_iteration + self.max_iterations)
+        if until_stopped:
+            last = math.inf
         while self.iteration < last and not self.stop_reason:
             yield self.iteration
         if not self.stop_reason:
             self.stop_reason = "budget" if self.iteration >= self.config.iterations else "iterations"
 
     def end_iteration(
-        self, metrics: Any = None, episodes: Sequence[tuple[float, int]] = (), policy_lag: int | None = None
+        self,
+        metrics: Any = None,
+        episodes: Sequence[tuple[float, int]] = (),
+        policy_lag: int | None = None,
+        dropped: int | None = None,
     ) -> None:
         """Close an iteration: report episodes, agree on stopping (rank 0 decides), log,
         checkpoint, evaluate. ``policy_lag``: how many updates old the weights were that the
-        learned-from experience was collected with (overlapped policies)."""
+        learned-from experience was collected with (overlapped policies); ``dropped``: how
+        much experience was dropped as too stale (asynchronous actors)."""
         self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
         new_eps, interrupted = self.control.report(self.iteration, list(episodes), self._interrupted)
         for ret, length in new_eps:
@@ -280,10 +290,10 @@ class Session:
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
-            self._rank0_end(metrics, policy_lag)
+            self._rank0_end(metrics, policy_lag, dropped)
         self.clock.lap("other")
 
-    def _rank0_end(self, metrics: Any, policy_lag: int | None = None) -> None:
+    def _rank0_end(self, metrics: Any, policy_lag: int | None = None, dropped: int | None = None) -> None:
         now = time.perf_counter()
         elapsed = self.elapsed
         times = self.clock.collect()
@@ -301,6 +311,9 @@ class Session:
         record.update(self._metric_values(metrics))
         if policy_lag is not None:
             record["policy_lag"] = int(policy_lag)
+        if dropped is not None:
+            self.dropped += int(dropped)
+            record["dropped"] = self.dropped
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
         if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
             self._last_eval_steps = self.env_steps

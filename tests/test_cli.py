@@ -178,3 +178,12 @@ def test_a_message_never_quotes_a_whole_section(tmp_path):
     r = rlgen("validate", spec)
     assert r.returncode == 1 and "E208" in r.stdout and "303 entries here, at most 256 allowed" in r.stdout
     assert len(r.stdout) < 2000 and time.perf_counter() - start < 30
+
+
+def test_a_lag_for_a_policy_without_actors_is_a_warning(tmp_path):
+    spec = tmp_path / "lag.rl.yaml"
+    text = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
+    spec.write_text(text.replace("  policy: single", "  policy: multi-learner\n  workers: 2\n  lag: 1"))
+    r = rlgen("validate", spec)
+    assert r.returncode == 0 and "warning[W605]" in r.stdout and "is ignored" in r.stdout
+    assert rlgen("validate", "-W", spec).returncode == 1

@@ -87,7 +87,7 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPla
             continue
         if t.op == "publish":
             kind = "publish" if sending else "pull"
-            out.append(BoundaryPlan(kind, t.value, t.op, t.at, peer, g.tag, _ranks(fdg, peer), lag=t.lag))
+            out.append(BoundaryPlan(kind, t.value, t.op, t.at, peer, g.tag, _ranks(fdg, peer), lag=t.lag, mode=t.mode))
             continue
         dst_role = fdg.fragment(t.dst).role
         if t.op in CHANNEL_OPS:
@@ -111,6 +111,8 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPla
                 peer_ranks=_ranks(fdg, peer) if t.op in CHANNEL_OPS else (),
                 # experience acted on with published weights says which version it was
                 versioned=t.op in CHANNEL_OPS and (pulls if sending else _pulls(groups, g.src)),
+                lag=t.lag,
+                mode=t.mode,
                 packed=len(g.transfers) > 1 or len(t.payload) > 1,
                 multi=len(t.payload) > 1,
                 members=tuple(members),

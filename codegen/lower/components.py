@@ -30,6 +30,9 @@ PPO_KEYS = (
     "vf_coef",
     "max_grad_norm",
     "normalize_advantage",
+    "correction",
+    "rho_clip",
+    "c_clip",
     "optimizer",
 )
 #: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.

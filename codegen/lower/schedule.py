@@ -31,7 +31,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
             start.setdefault(g.src, Op("publish", g.src, value=t.value, op=t.op, peer=g.dst))
             ops_at.setdefault(t.at, []).append(Op("publish", g.src, value=t.value, op=t.op, peer=g.dst))
         elif t.op == "publish":  # an actor: the newest weights at the start of each iteration
-            begin.append(Op("pull", g.dst, value=t.value, op=t.op, peer=g.src, lag=t.lag))
+            begin.append(Op("pull", g.dst, value=t.value, op=t.op, peer=g.src, lag=t.lag, mode=t.mode))
         else:
             ops_at.setdefault(t.at, []).append(_transfer_op(g, names, buffers, replays))
     known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
@@ -94,6 +94,8 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         begin=tuple(begin),
         end=tuple(ops_at.get("end", [])),
         lag_frag=versioned,
+        counts_dropped=ctx.policy.asynchronous and versioned is not None,
+        open_ended=ctx.policy.asynchronous and any(op.type == "pull" for op in begin),
         env_frag=next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         learner_frag=learner.name if learner else None,
         learner_attr=learner_attr,
@@ -106,8 +108,8 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         and any((b.every > 1 or b.after > 0) and any(metrics in op.outputs for op in b.ops) for b in blocks),
         uses_progress=any(a.value == "progress" for op in all_ops for a in op.args),
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
-        or bool(begin)
-        or any(op.type == "publish" for op in all_ops),
+        or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
+        or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
     )
 
 
@@ -169,13 +171,14 @@ def _transfer_op(g: Group, names: set[str], buffers: set[str], replays: frozense
     t = g.first
     if g.src in names:
         args = tuple(ArgPlan("rollout" if m.value in buffers else "name", m.value, m.src) for m in g.transfers)
-        return Op("send", g.src, value=g.value, args=args, op=t.op, peer=g.dst)
+        return Op("send", g.src, value=g.value, args=args, op=t.op, peer=g.dst, mode=t.mode)
     return Op(
         "recv",
         g.dst,
         value=g.value,
         op=t.op,
         peer=g.src,
+        mode=t.mode,
         targets=tuple(m.value for m in g.transfers),
         # a replay buffer lives with the learner: what actors collected goes straight in
         store=tuple(m.value for m in g.transfers if m.value in replays),

@@ -55,10 +55,12 @@ class DistributionPolicy:
 
     ``lag`` is how many learner updates behind the weights an actor acts with may be by
     default (``deploy.lag`` overrides it up to ``max_lag``): 0 is lockstep, 1 lets actors
-    roll out the next batch while the learner learns from the last one. ``control`` is how
-    ranks agree on stopping: ``lockstep`` (every iteration, all ranks together: needed when
-    they meet in collectives inside an iteration) or ``stream`` (rank 0 tells the others;
-    they never wait for it otherwise).
+    roll out the next batch while the learner learns from the last one. An
+    ``asynchronous`` policy's actors never wait for weights; its learner drops experience
+    more than ``lag`` updates old instead. ``control`` is how
+    ranks agree on stopping (see rlgen.runtime.control): ``lockstep`` (every iteration, all
+    ranks together: for ranks that meet inside an iteration anyway), ``aligned`` (rank 0
+    counts the others' reports in step with their data) or ``stream`` (as they arrive).
     """
 
     name: str
@@ -73,6 +75,7 @@ class DistributionPolicy:
     lag: int = 0
     max_lag: int = 0
     control: str = "lockstep"
+    asynchronous: bool = False  # actors never wait; the learner takes experience as it arrives
 
     def role(self, name: str) -> Role:
         return next(r for r in self.roles if r.name == name)

@@ -96,6 +96,9 @@ class LearnerFragment(tf.Module):
                     "vf_coef": 0.5,
                     "max_grad_norm": 0.5,
                     "normalize_advantage": True,
+                    "correction": "ratio",
+                    "rho_clip": 1.0,
+                    "c_clip": 1.0,
                     "optimizer": {"kind": "adam", "eps": 1e-05},
                 }
             ),
