@@ -20,6 +20,8 @@ iteration, over their channel to rank 0, tagged with the iteration:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .channels import Mesh, Stopped, pack, unpack
@@ -32,13 +34,38 @@ REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0")
 Episodes = list[tuple[float, int]]
 
 
-def _encode(episodes: Episodes) -> bytes:
-    return pack([np.asarray(episodes, np.float64).reshape(-1, 2)])
+#: How many per-part times (seconds, in rlgen.runtime.session.CATEGORIES order) a report carries.
+PARTS = 7
 
 
-def _decode(payload: bytes) -> Episodes:
-    (rows,) = unpack(payload, [((len(payload) // 16, 2), "float64")])
-    return [(float(r), int(n)) for r, n in rows]
+def _encode(episodes: Episodes, parts: Sequence[float]) -> bytes:
+    return pack([np.asarray(parts, np.float64).reshape(PARTS), np.asarray(episodes, np.float64).reshape(-1, 2)])
+
+
+def _decode(payload: bytes) -> tuple[Episodes, np.ndarray]:
+    parts, rows = unpack(payload, [((PARTS,), "float64"), (((len(payload) - 8 * PARTS) // 16, 2), "float64")])
+    return [(float(r), int(n)) for r, n in rows], parts
+
+
+class Report:
+    """What rank 0 gathers at the end of an iteration: every rank's finished episodes, whether
+    any was asked to stop, and the other ranks' time per part (summed over their reports)."""
+
+    def __init__(self, episodes: Episodes, interrupted: bool) -> None:
+        self.episodes, self.interrupted = list(episodes), interrupted
+        self.parts = np.zeros(PARTS)
+        self.count = 0  # reports from other ranks
+
+    def add(self, header: int, payload: bytes) -> None:
+        episodes, parts = _decode(payload)
+        self.episodes += episodes
+        self.interrupted = self.interrupted or bool(header & 1)
+        self.parts += parts
+        self.count += 1
+
+    def rest_parts(self) -> np.ndarray | None:
+        """The other ranks' mean time per part over the reports taken, or None if none came."""
+        return self.parts / self.count if self.count else None
 
 
 def _header(iteration: int, interrupted: bool) -> int:
@@ -51,10 +78,10 @@ class LocalControl:
     def begin(self, start: int) -> int:
         return start
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
-        """Iteration ``iteration``'s episodes of every rank (as rank 0 counts them) and whether
-        any rank was asked to stop."""
-        return episodes, interrupted
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+        """Iteration ``iteration``'s report of every rank as rank 0 counts it (episodes, stop
+        requests, the others' time per part ``parts``); other ranks get their own back."""
+        return Report(episodes, interrupted)
 
     def verdict(self, reason: str) -> str:
         """Rank 0's decision for this iteration, as this rank learns it ("" to go on)."""
@@ -78,16 +105,14 @@ class LockstepControl(LocalControl):
             return start
         return self.mesh.recv(0, BEGIN)[0]
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+        out = Report(episodes, interrupted)
         if self.rank != 0:
-            self.mesh.send(0, REPORT, _encode(episodes), header=_header(iteration, interrupted))
-            return episodes, interrupted
-        everyone = list(episodes)
+            self.mesh.send(0, REPORT, _encode(episodes, parts), header=_header(iteration, interrupted))
+            return out
         for r in self.others:
-            header, payload = self.mesh.recv(r, REPORT)
-            everyone += _decode(payload)
-            interrupted = interrupted or bool(header & 1)
-        return everyone, interrupted
+            out.add(*self.mesh.recv(r, REPORT))
+        return out
 
     def verdict(self, reason: str) -> str:
         if self.rank == 0:
@@ -104,16 +129,14 @@ class StreamControl(LockstepControl):
         super().__init__(mesh, rank, size)
         mesh.stop_tag = VERDICT  # a stop verdict interrupts any wait on a channel
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
         if self.rank != 0:
-            self.mesh.send(0, REPORT, _encode(episodes), header=_header(iteration, interrupted))
-            return episodes, interrupted
-        everyone = list(episodes)
+            return super().report(iteration, episodes, interrupted, parts)
+        out = Report(episodes, interrupted)
         for r in self.others:
             while (frame := self.mesh.poll(r, REPORT)) is not None:
-                everyone += _decode(frame[1])
-                interrupted = interrupted or bool(frame[0] & 1)
-        return everyone, interrupted
+                out.add(*frame)
+        return out
 
     def verdict(self, reason: str) -> str:
         if self.rank == 0:
@@ -139,20 +162,19 @@ class AlignedControl(StreamControl):
         super().__init__(mesh, rank, size)
         self.counted = dict.fromkeys(self.others, -1)  # the last iteration counted, per rank
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool) -> tuple[Episodes, bool]:
+    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
         if self.rank != 0:
-            return super().report(iteration, episodes, interrupted)
-        everyone = list(episodes)
+            return super().report(iteration, episodes, interrupted, parts)
+        out = Report(episodes, interrupted)
         for r in self.others:
             while self.counted[r] < iteration:
                 try:
                     header, payload = self.mesh.recv(r, REPORT)
                 except Stopped:  # rank r finished meanwhile
                     break
-                everyone += _decode(payload)
-                interrupted = interrupted or bool(header & 1)
+                out.add(header, payload)
                 self.counted[r] = header // 2
-        return everyone, interrupted
+        return out
 
 
 CONTROLS = {"lockstep": LockstepControl, "aligned": AlignedControl, "stream": StreamControl}

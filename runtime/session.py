@@ -277,23 +277,26 @@ class Session:
         learned-from experience was collected with (overlapped policies); ``dropped``: how
         much experience was dropped as too stale (asynchronous actors)."""
         self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
-        new_eps, interrupted = self.control.report(self.iteration, list(episodes), self._interrupted)
-        for ret, length in new_eps:
+        mine = [] if self.rank == 0 else list(self.clock.collect().values())  # rank 0 logs its own
+        report = self.control.report(self.iteration, list(episodes), self._interrupted, mine)
+        for ret, length in report.episodes:
             self.returns.append(ret)
             self.lengths.append(length)
-        self.episodes += len(new_eps)
+        self.episodes += len(report.episodes)
         self.iteration += 1
         reason = ""
         if self.rank == 0:
-            reason = "interrupted" if interrupted else "mean return reached" if self._return_target_met() else ""
+            reason = "interrupted" if report.interrupted else "mean return reached" if self._return_target_met() else ""
         self.stop_reason = self.control.verdict(reason)
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
-            self._rank0_end(metrics, policy_lag, dropped)
+            self._rank0_end(metrics, policy_lag, dropped, report.rest_parts())
         self.clock.lap("other")
 
-    def _rank0_end(self, metrics: Any, policy_lag: int | None = None, dropped: int | None = None) -> None:
+    def _rank0_end(
+        self, metrics: Any, policy_lag: int | None = None, dropped: int | None = None, rest: Any = None
+    ) -> None:
         now = time.perf_counter()
         elapsed = self.elapsed
         times = self.clock.collect()
@@ -315,6 +318,8 @@ class Session:
             self.dropped += int(dropped)
             record["dropped"] = self.dropped
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
+        if rest is not None:  # the other ranks' time per part (mean per rank), as reported this iteration
+            record.update({f"rest_time_{k}": round(float(v), 5) for k, v in zip(CATEGORIES, rest, strict=True)})
         if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
             self._last_eval_steps = self.env_steps
             record.update(self._evaluate())

@@ -1,0 +1,189 @@
+"""Does switching the distribution policy pay? Every policy on three kinds of workload, in one run.
+
+    .venv/bin/python benchmarks/policy_switch.py                          # all workloads, speed only
+    .venv/bin/python benchmarks/policy_switch.py --workloads cartpole --target-seeds 0,1,2
+    .venv/bin/python benchmarks/policy_switch.py --json results.json
+
+Workloads (the three ways real ones differ):
+
+* ``cartpole`` — cheap env: ``examples/ppo-cartpole.rl.yaml`` (RL Zoo settings);
+* ``ant`` — expensive env: ``benchmarks/specs/ppo-ant.rl.yaml`` (MuJoCo Ant-v5, 12 envs);
+* ``large`` — compute-heavy: ``benchmarks/specs/ppo-cartpole-large.rl.yaml`` ([256, 256] networks).
+
+For each, every policy with 2 and 3 workers (and ``single``) trains for a fixed number of
+iterations through ``rlgen run`` in a fresh process, with periodic evaluation off; steps/s
+and milliseconds per iteration for each part come from the run's metrics, leaving out the
+first iterations (tracing, warm-up). ``rank 0`` is the learner (or the only rank);
+``others`` is the mean of the other ranks (actors, env workers, other learners). Then
+``--policy auto`` runs on the same workload, and the table says what it chose and what
+its calibration cost. With ``--target-seeds``, time to the example's target return per
+seed, for ``single`` and the overlapped ``actors-learner``, with the spec as it is.
+
+Ratios are only meaningful within one run of this script: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlgen.runtime.bench import run_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("inference", "env", "buffer", "update", "comm", "other")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    spec: Path
+    iterations: int
+    warmup: int  # first iterations left out of rates
+
+
+WORKLOADS = {
+    "cartpole": Workload("cartpole", ROOT / "examples" / "ppo-cartpole.rl.yaml", 150, 5),
+    "ant": Workload("ant", ROOT / "benchmarks" / "specs" / "ppo-ant.rl.yaml", 14, 2),
+    "large": Workload("large", ROOT / "benchmarks" / "specs" / "ppo-cartpole-large.rl.yaml", 16, 2),
+}
+CANDIDATES = [("single", 1)] + [
+    (p, w) for p in ("actors-learner", "async-actors", "central-inference", "multi-learner") for w in (2, 3)
+]
+
+
+def without_eval(spec: Path, tmp: Path) -> Path:
+    """A copy of the spec with periodic evaluation and the return target off (speed only)."""
+    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", spec.read_text())
+    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
+    out = tmp / spec.name
+    out.write_text(text)
+    return out
+
+
+def rates(run_dir: Path, warmup: int) -> dict:
+    """steps/s and ms per iteration for each part (rank 0, and the other ranks' mean) after ``warmup``."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steady = rows[warmup:] if len(rows) > warmup + 1 else rows[1:]
+    span = steady[-1]["time"] - rows[rows.index(steady[0]) - 1]["time"]
+    steps = steady[-1]["env_steps"] - rows[rows.index(steady[0]) - 1]["env_steps"]
+
+    def ms(key: str) -> float | None:
+        values = [r[key] for r in steady if key in r]
+        return 1000 * statistics.fmean(values) if values else None
+
+    lags = [r["policy_lag"] for r in steady if "policy_lag" in r]
+    return {
+        "steps_per_s": steps / span if span > 0 else 0.0,
+        "rank0": {p: ms(f"time_{p}") for p in PARTS},
+        "others": {p: ms(f"rest_time_{p}") for p in PARTS},
+        "policy_lag": statistics.fmean(lags) if lags else None,
+        "dropped": rows[-1].get("dropped"),
+    }
+
+
+def measure(workload: Workload, tmp: Path) -> list[dict]:
+    spec = without_eval(workload.spec, tmp)
+    out = []
+    for policy, workers in CANDIDATES:
+        name = f"{policy}-{workers}"
+        result = run_policy(spec, policy, workers, workload.iterations, tmp / name, None, timeout=1800)
+        row = {"policy": policy, "workers": workers, "ok": result.ok, "error": result.error}
+        if result.ok:
+            row.update(rates(tmp / name, workload.warmup))
+        out.append(row)
+        print(f"  {name}: " + (f"{row['steps_per_s']:,.0f} steps/s" if result.ok else result.error), flush=True)
+    return out
+
+
+def _fmt(value: float | None, spec: str = "{:.1f}") -> str:
+    return "-" if value is None else spec.format(value)
+
+
+def table(workload: str, rows: list[dict]) -> str:
+    ok = [r for r in rows if r["ok"]]
+    base = next((r["steps_per_s"] for r in ok if r["policy"] == "single"), None)
+    head = "| policy (workers) | steps/s | x single | rank 0 ms: " + " / ".join(PARTS) + " | others ms: "
+    head += " / ".join(PARTS) + " | lag |"
+    lines = [f"### {workload}", "", head, "|" + "---|" * 6]
+    for r in rows:
+        if not r["ok"]:
+            lines.append(f"| {r['policy']} ({r['workers']}) | n/a: {r['error'][:80]} | | | | |")
+            continue
+        ratio = r["steps_per_s"] / base if base else None
+        parts0 = " / ".join(_fmt(r["rank0"][p]) for p in PARTS)
+        parts1 = " / ".join(_fmt(r["others"][p]) for p in PARTS)
+        lines.append(
+            f"| {r['policy']} ({r['workers']}) | {r['steps_per_s']:,.0f} | {_fmt(ratio, '{:.2f}')} | "
+            f"{parts0} | {parts1} | {_fmt(r['policy_lag'], '{:.2f}')} |"
+        )
+    if ok:
+        best = max(ok, key=lambda r: r["steps_per_s"])
+        worst = min(ok, key=lambda r: r["steps_per_s"])
+        lines.append("")
+        lines.append(
+            f"best {best['policy']} ({best['workers']}) {best['steps_per_s']:,.0f} steps/s; worst "
+            f"{worst['policy']} ({worst['workers']}) {worst['steps_per_s']:,.0f}; best/worst "
+            f"{best['steps_per_s'] / worst['steps_per_s']:.2f}x"
+            + (f"; best/single {best['steps_per_s'] / base:.2f}x" if base else "")
+        )
+    return "\n".join(lines)
+
+
+def time_to_target(spec: Path, seeds: list[int], tmp: Path) -> dict:
+    """Wall time of the run's own clock until the target return, per policy and seed (spec as is)."""
+    target = float(re.search(r"mean_return: ([-\d.]+)", spec.read_text()).group(1))
+    out: dict = {"target": target}
+    for policy, workers in (("single", 1), ("actors-learner", 2)):
+        times = []
+        for seed in seeds:
+            seeded = tmp / f"seed{seed}-{spec.name}"
+            seeded.write_text(re.sub(r"  seed: \d+", f"  seed: {seed}", spec.read_text()))
+            r = run_policy(seeded, policy, workers, None, tmp / f"t-{policy}-{seed}", target, timeout=1800)
+            times.append(r.time_to_target)
+            print(f"  {policy} seed {seed}: {_fmt(r.time_to_target)} s to {target:g} ({r.steps_to_target} steps)")
+        out[f"{policy}-{workers}"] = times
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ", ".join(WORKLOADS))
+    parser.add_argument("--target-seeds", default="", help="seeds for time to target on cartpole, e.g. 0,1,2")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="rlgen-switch-") as tmp_name:
+        tmp = Path(tmp_name)
+        for name in args.workloads.split(","):
+            workload = WORKLOADS[name]
+            print(f"{name}: {workload.spec.relative_to(ROOT)}, {workload.iterations} iterations per policy", flush=True)
+            (tmp / name).mkdir()
+            results[name] = {"rows": measure(workload, tmp / name)}
+        if args.target_seeds:
+            seeds = [int(s) for s in args.target_seeds.split(",")]
+            print("time to target, cartpole:", flush=True)
+            results["time_to_target"] = time_to_target(WORKLOADS["cartpole"].spec, seeds, tmp)
+    print()
+    for name, result in results.items():
+        if name != "time_to_target":
+            print(table(name, result["rows"]) + "\n")
+    if "time_to_target" in results:
+        t = results["time_to_target"]
+        for key, times in t.items():
+            if key != "target":
+                done = [x for x in times if x is not None]
+                median = _fmt(statistics.median(done)) if done else "-"
+                print(f"time to {t['target']:g}, {key}: {times} (median {median})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
