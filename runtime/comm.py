@@ -34,6 +34,13 @@ def init() -> tuple[int, int]:
     return hvd.rank(), hvd.size()
 
 
+def shutdown() -> None:
+    """Stop Horovod in this rank: its background thread polls every HOROVOD_CYCLE_TIME and
+    takes CPU from the rank's work, so ranks whose loop uses no collective stop it once the
+    channels are up."""
+    _hvd().shutdown()
+
+
 def _to_wire(x: np.ndarray) -> np.ndarray:
     return x.astype(np.uint8) if x.dtype == np.bool_ else x
 

@@ -56,11 +56,13 @@ def run_rank(
     argv: Sequence[str] | None = None,
     distributed: bool = False,
     control: str = "lockstep",
+    collectives: bool = True,
     description: str = "",
 ) -> None:
     """Parse the rank's arguments, start Horovod and the channels (``distributed``), run this
     rank's role. ``control`` is how ranks agree on stopping (``lockstep``, ``aligned`` or
-    ``stream``, see :mod:`rlgen.runtime.control`)."""
+    ``stream``, see :mod:`rlgen.runtime.control`); without ``collectives`` in the loop,
+    Horovod stops once the channels are up."""
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
     configure_tensorflow()
     if distributed:
@@ -89,6 +91,10 @@ def run_rank(
         if distributed:
             mesh = _channels(rank, size, lifeline)
             p2p.attach(mesh)
+            if not collectives:
+                from . import comm
+
+                comm.shutdown()
             ctl = CONTROLS[control](mesh, rank, size)
         session = Session(
             run, run_dir, rank, size, args.resume, args.iterations, progress=progress, lifeline=lifeline, control=ctl

@@ -47,3 +47,26 @@ def test_plan_json_says_policy_workers_and_every_rank(tmp_path):
     ppo = next(c for c in learner["components"] if c["kind"] == "ppo")
     assert ppo["options"]["config"]["epochs"] == 20 and ppo["options"]["steps"] == 32
     assert [t["shape"] for t in update["signature"]][0] == [32, 8, 4]  # all 8 envs reach the learner
+
+
+@pytest.mark.parametrize(("example", "policy", "workers"), CASES, ids=IDS)
+def test_both_ends_of_every_channel_agree_on_the_message(example, policy, workers):
+    """What one sender sends one receiver (its share of the envs when it splits them) is what the
+    receiver unpacks per message: same tag, dtypes and shapes."""
+    from rlgen.api import validate_file
+
+    plan = from_json(build(validate_file(example, policy=policy, workers=workers)).files["plan.json"], Plan)
+    ends: dict[int, dict[str, object]] = {}
+    for frag in plan.fragments:
+        for b in frag.boundary:
+            if b.tag and b.kind in ("send", "recv"):
+                ends.setdefault(b.tag, {})[b.kind] = b
+    for tag, pair in ends.items():
+        send, recv = pair["send"], pair["recv"]
+        shapes = [list(p.shape) for p in send.parts]
+        if len(send.peer_ranks) > 1:  # split along each part's env axis
+            for shape, part in zip(shapes, send.parts, strict=True):
+                if part.axis is not None:
+                    shape[part.axis] = send.splits[0]
+        assert shapes == [list(p.shape) for p in recv.parts], f"tag {tag}: {send.value}"
+        assert [p.dtype for p in send.parts] == [p.dtype for p in recv.parts]

@@ -94,11 +94,14 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPla
             splits = tuple(fdg.fragment(t.dst).batch for r in _ranks(fdg, t.dst))
         else:
             splits = tuple(fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of))
+        # a channel message holds one sender's part for one receiver: a sender with several
+        # receivers splits its envs between them
+        share = fdg.fragment(t.src).batch // len(_ranks(fdg, t.dst)) if t.op in CHANNEL_OPS else None
         members, parts, index = [], [], 0
         for member in g.transfers:
             n = len(member.payload)
             members.append(MemberPlan(member.value, n > 1, index, index + n))
-            parts += [_tensor(p) for p in member.payload]
+            parts += [_tensor(p.with_batch(share) if share else p) for p in member.payload]
             index += n
         out.append(
             BoundaryPlan(

@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         argv,
         distributed=True,
         control="aligned",
+        collectives=False,
         description=__doc__.splitlines()[0],
     )
 

@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         argv,
         distributed=True,
         control="stream",
+        collectives=False,
         description=__doc__.splitlines()[0],
     )
 

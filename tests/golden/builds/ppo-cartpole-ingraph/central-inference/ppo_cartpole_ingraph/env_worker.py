@@ -97,7 +97,7 @@ class EnvWorkerFragment:
         parts, _ = p2p.gather(
             [0],
             3,
-            [[8]],
+            [[4]],
             ["int32"],
             [0],
         )

@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         argv,
         distributed=True,
         control="lockstep",
+        collectives=False,
         description=__doc__.splitlines()[0],
     )
 

@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         argv,
         distributed=True,
         control="lockstep",
+        collectives=True,
         description=__doc__.splitlines()[0],
     )
 

@@ -98,7 +98,7 @@ class EnvWorkerFragment:
         parts, _ = p2p.gather(
             [0],
             3,
-            [[4, 1]],
+            [[2, 1]],
             ["float32"],
             [0],
         )
