@@ -46,16 +46,17 @@ def send(
     peers: Sequence[int],
     tag: int,
     parts: Sequence[Any],
+    dtypes: Sequence[str],
     axes: Sequence[int | None],
     splits: Sequence[int] | None = None,
     header: int = 0,
     credits: int | None = None,
 ) -> None:
-    """Send ``parts`` to ``peers``: with ``splits``, peer ``i`` gets rows ``splits[:i].sum() :
+    """Send ``parts``, as ``dtypes`` (the receiver reads them so), to ``peers``: with ``splits``, peer ``i`` gets rows ``splits[:i].sum() :
     splits[:i+1].sum()`` of each part along its axis (parts without one go whole). With
     ``credits``, at most that many messages are on their way to a peer (sent but not yet
     taken by it, see :func:`gather_any`): a send waits only when all are."""
-    arrays = [np.asarray(p) for p in parts]
+    arrays = [np.asarray(p, dtype=d) for p, d in zip(parts, dtypes, strict=True)]
     if credits is not None:
         for peer in peers:
             _spend_credit(peer, tag, credits)

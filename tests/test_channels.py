@@ -139,3 +139,24 @@ def test_a_peer_process_that_dies_is_named():
         mesh.close()
     finally:
         proc.kill()
+
+
+def test_a_transfer_arrives_in_the_declared_dtypes_whatever_the_sender_holds():
+    """MuJoCo envs give float64 observations; the receiver reads the plan's float32."""
+    from rlgen.runtime import p2p
+
+    learner, actor = _meshes(2, _star(2))
+    try:
+        obs = np.random.default_rng(1).normal(size=(3, 105))  # float64, as gymnasium's MuJoCo envs return
+        action = np.array([1, 0, 2], np.int64)
+        p2p.attach(actor)
+        p2p.send([0], 1, [obs, action], ["float32", "int32"], [0, 0], header=4)
+        p2p.attach(learner)
+        (got_obs, got_action), headers = p2p.gather([1], 1, [[3, 105], [3]], ["float32", "int32"], [0, 0])
+        assert headers == [4]
+        assert got_obs.dtype == np.float32 and got_action.dtype == np.int32
+        np.testing.assert_allclose(got_obs, obs, rtol=1e-6)
+        np.testing.assert_array_equal(got_action, action)
+    finally:
+        p2p.attach(None)
+        _close(learner, actor)

@@ -77,6 +77,7 @@ class EnvWorkerFragment:
             [0],
             1,
             [next_obs, reward, terminated, truncated],
+            ["float32", "float32", "bool", "bool"],
             [0, 0, 0, 0],
         )
 
@@ -88,6 +89,7 @@ class EnvWorkerFragment:
             [0],
             2,
             [obs],
+            ["float32"],
             [0],
         )
 

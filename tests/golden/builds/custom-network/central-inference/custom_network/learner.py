@@ -226,6 +226,7 @@ class LearnerFragment(tf.Module):
             [1, 2],
             3,
             [action],
+            ["int32"],
             [0],
             splits=[4, 4],  # each env worker gets its own envs' rows
         )

@@ -111,6 +111,7 @@ class ActorFragment(tf.Module):
             [0],
             1,
             [*replay],
+            ["float32", "int32", "float32", "float32", "bool", "bool"],
             [1, 1, 1, 1, 1, 1],
             header=self.weights_version,  # the weights this was collected with
             credits=2,  # at most two on their way: waits only while the learner is that far behind

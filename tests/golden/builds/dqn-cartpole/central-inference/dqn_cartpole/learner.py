@@ -191,5 +191,6 @@ class LearnerFragment(tf.Module):
             [1],
             3,
             [action],
+            ["int32"],
             [0],
         )

@@ -76,6 +76,7 @@ class EnvWorkerFragment:
             [0],
             1,
             [next_obs, reward, terminated, truncated],
+            ["float32", "float32", "bool", "bool"],
             [0, 0, 0, 0],
         )
 
@@ -87,6 +88,7 @@ class EnvWorkerFragment:
             [0],
             2,
             [obs],
+            ["float32"],
             [0],
         )
 

@@ -129,6 +129,17 @@ class ActorFragment(tf.Module):
             [0],
             1,
             [obs, *buffer],
+            [
+                "float32",
+                "float32",
+                "int32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+                "float32",
+            ],
             [0, 1, 1, 1, 1, 1, 1, 1, 1],
             header=self.weights_version,  # the weights this was collected with
         )

@@ -223,6 +223,7 @@ class LearnerFragment(tf.Module):
             [1, 2],
             3,
             [action],
+            ["float32"],
             [0],
             splits=[2, 2],  # each env worker gets its own envs' rows
         )
