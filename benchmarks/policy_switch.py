@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlgen.runtime.auto import PROFILE_ITERATIONS
 from rlgen.runtime.bench import run_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +95,7 @@ def measure(workload: Workload, tmp: Path) -> list[dict]:
     out = []
     for policy, workers in CANDIDATES:
         name = f"{policy}-{workers}"
-        result = run_policy(spec, policy, workers, workload.iterations, tmp / name, None, timeout=1800)
+        result = run_policy(spec, policy, workers, workload.iterations, tmp / name, None, 1800, ["--calibrate"])
         row = {"policy": policy, "workers": workers, "ok": result.ok, "error": result.error}
         if result.ok:
             row.update(rates(tmp / name, workload.warmup))
@@ -101,8 +104,41 @@ def measure(workload: Workload, tmp: Path) -> list[dict]:
     return out
 
 
+def run_auto(workload: Workload, tmp: Path) -> dict:
+    """``rlgen run --policy auto`` on the workload (evaluation off, its default calibration
+    budget: 10% of the spec's whole run), stopped a few iterations after it has chosen."""
+    spec = without_eval(workload.spec, tmp)
+    run_dir = tmp / "auto"
+    iterations = PROFILE_ITERATIONS + 3
+    args = [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--quiet"]
+    args += ["--run-dir", str(run_dir), "--build-dir", str(tmp / "build-auto"), "--iterations", str(iterations)]
+    proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1]}
+    record = json.loads((run_dir / "run.json").read_text())["auto"]
+    print(f"  auto: {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s", flush=True)
+    return record
+
+
 def _fmt(value: float | None, spec: str = "{:.1f}") -> str:
     return "-" if value is None else spec.format(value)
+
+
+def auto_line(auto: dict, rows: list[dict], total_steps: int) -> str:
+    """What auto chose, against the best measured here; its calibration against the whole run."""
+    if "error" in auto:
+        return f"auto: failed: {auto['error']}"
+    ok = [r for r in rows if r["ok"]]
+    best = max(ok, key=lambda r: r["steps_per_s"])
+    pick = auto["choice"]
+    row = next((r for r in ok if (r["policy"], r["workers"]) == (pick["policy"], pick["workers"])), None)
+    share = row["steps_per_s"] / best["steps_per_s"] if row else None
+    run_s = total_steps / best["steps_per_s"]
+    return (
+        f"auto chose {pick['policy']} ({pick['workers']}): {_fmt(share, '{:.0%}')} of the best measured steps/s; "
+        f"calibration {auto['calibration_s']:.1f} s = {auto['calibration_s'] / run_s:.1%} of the whole run "
+        f"({total_steps:,} steps at the best speed, {run_s:.0f} s)"
+    )
 
 
 def table(workload: str, rows: list[dict]) -> str:
@@ -164,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             workload = WORKLOADS[name]
             print(f"{name}: {workload.spec.relative_to(ROOT)}, {workload.iterations} iterations per policy", flush=True)
             (tmp / name).mkdir()
-            results[name] = {"rows": measure(workload, tmp / name)}
+            results[name] = {"rows": measure(workload, tmp / name), "auto": run_auto(workload, tmp / name)}
         if args.target_seeds:
             seeds = [int(s) for s in args.target_seeds.split(",")]
             print("time to target, cartpole:", flush=True)
@@ -172,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for name, result in results.items():
         if name != "time_to_target":
-            print(table(name, result["rows"]) + "\n")
+            total = int(re.search(r"total_steps: (\d+)", WORKLOADS[name].spec.read_text()).group(1))
+            print(table(name, result["rows"]) + "\n" + auto_line(result["auto"], result["rows"], total) + "\n")
     if "time_to_target" in results:
         t = results["time_to_target"]
         for key, times in t.items():

@@ -31,12 +31,28 @@ def validated(args: argparse.Namespace):
     return result, EXIT_OK
 
 
+def _is_auto(result, command: str) -> bool:
+    """``policy: auto`` names no cut to build or draw: say so (True) instead."""
+    from rlgen.codegen.policies import AUTO, POLICIES
+
+    if result.spec.deploy.policy != AUTO:
+        return False
+    print(
+        f"rlgen {command}: error: policy 'auto' is chosen when training (`rlgen run SPEC --policy auto`); "
+        f"give a named policy here: --policy {', '.join(POLICIES)}",
+        file=sys.stderr,
+    )
+    return True
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from rlgen.codegen.build import BuildError, build
 
     result, code = validated(args)
     if result is None:
         return code
+    if _is_auto(result, "build"):
+        return EXIT_USAGE
     out = Path(args.output) if args.output else Path("build") / result.spec.name
     try:
         done = build(result, out)
@@ -59,6 +75,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     result, code = validated(args)
     if result is None:
         return code
+    if _is_auto(result, "graph"):
+        return EXIT_USAGE
     try:
         fdg, _ = fdg_of(result)
     except BuildError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rlgen.codegen.policies import POLICIES, DistributionPolicy
+from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
@@ -41,13 +41,16 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
     env: {id: CartPole-v1, num_envs: 3}     # E602: 3 envs do not split over 2 env workers
     ```
     """
+    if spec.deploy.policy == AUTO:  # `rlgen run` profiles single and measures the candidates that validate
+        yield from _check_auto(spec)
+        return
     policy: DistributionPolicy | None = POLICIES.get(spec.deploy.policy)
     if policy is None:
         yield error(
             "E600",
             (*_DEPLOY, "policy"),
-            f"unknown policy '{spec.deploy.policy}'{did_you_mean(spec.deploy.policy, POLICIES)}",
-            f"policies: {quote_list(POLICIES)}",
+            f"unknown policy '{spec.deploy.policy}'{did_you_mean(spec.deploy.policy, [*POLICIES, AUTO])}",
+            f"policies: {quote_list([*POLICIES, AUTO])}",
         )
         return
     workers = spec.deploy.workers
@@ -125,4 +128,15 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             (*_DEPLOY, "lag"),
             f"policy '{policy.name}' lets actors lag at most {policy.max_lag} updates behind, got lag: {lag}",
             f"use a lag from 0 to {policy.max_lag}",
+        )
+
+
+def _check_auto(spec: Spec) -> Iterator[Finding]:
+    """``policy: auto`` starts under single; the lag it may set applies to the policy chosen."""
+    if spec.deploy.lag is not None and spec.deploy.lag > max(p.max_lag for p in POLICIES.values()):
+        yield error(
+            "E605",
+            (*_DEPLOY, "lag"),
+            f"no policy lets actors lag {spec.deploy.lag} updates behind",
+            f"use a lag from 0 to {max(p.max_lag for p in POLICIES.values())}",
         )

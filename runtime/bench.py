@@ -70,8 +70,9 @@ def run_policy(
     run_dir: Path,
     target: float | None,
     timeout: float = 3600,
+    extra: Sequence[str] = (),
 ) -> PolicyResult:
-    """Train ``spec`` under ``policy`` with ``rlgen run`` and summarise the run."""
+    """Train ``spec`` under ``policy`` with ``rlgen run`` (and ``extra`` arguments) and summarise the run."""
     args = [
         sys.executable,
         "-m",
@@ -90,6 +91,7 @@ def run_policy(
     ]
     if iterations:
         args += ["--iterations", str(iterations)]
+    args += list(extra)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)

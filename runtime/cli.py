@@ -34,6 +34,14 @@ def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
     result, code = validated(args)
     if result is None:
         return None, code
+    if result.spec.deploy.policy == "auto":
+        args.auto = _chooser(args, result)
+        if args.auto is None:
+            return None, EXIT_FAILED
+        args.policy, args.workers = "single", 1  # the run starts under single: its first iterations are the profile
+        result, code = validated(args)
+        if result is None:
+            return None, code
     policy = result.spec.deploy.policy
     out = (
         Path(args.build_dir)
@@ -46,6 +54,32 @@ def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
         print(f"rlgen run: error: {exc}", file=sys.stderr)
         return None, EXIT_FAILED
     return out, EXIT_OK
+
+
+def _chooser(args: argparse.Namespace, result):
+    """The auto policy's chooser for this spec: the candidates it validates under."""
+    from rlgen.api import validate_file
+    from rlgen.codegen.policies import POLICIES
+    from rlgen.runtime.auto import Chooser, local_cores, worker_counts
+
+    spec, hosts = result.spec, list(result.spec.deploy.hosts)
+    candidates = []
+    for workers in worker_counts(hosts, local_cores(), spec.deploy.workers):
+        for policy in POLICIES:
+            if policy != "single" and validate_file(args.spec, policy=policy, workers=workers, hosts=hosts).ok:
+                candidates.append((policy, workers))
+    # env calls and gradient steps per iteration are set from the single build's plan
+    return Chooser(
+        Path(args.spec),
+        candidates,
+        spec.train.total_steps,
+        0,
+        0,
+        run_dir=Path(),
+        hosts=hosts,
+        model=spec,
+        budget_s=args.calibration_budget,
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -77,11 +111,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         rank_args += ["--resume"] if args.resume else []
         rank_args += ["--iterations", str(args.iterations)] if args.iterations else []
         rank_args += ["--quiet"] if args.quiet else []
+        rank_args += ["--calibrate"] if args.calibrate else []
         cmd = launch.horovod_command(info, args.hosts or [], rank_args) if info.workers > 1 else None
         if args.dry_run:
             print(launch.describe(info, cmd))
             return EXIT_OK
         launch.prepare_run_dir(run_dir, info, bool(args.resume))
+        auto = getattr(args, "auto", None)
+        if auto is not None:
+            return _run_auto(args, auto, info, rank_args, run_dir)
         if cmd is None:
             launch.run_in_process(info, rank_args, run_dir, verbose=args.verbose)
         else:
@@ -89,6 +127,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     except launch.LaunchError as exc:
         print(f"rlgen run: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_dir: Path) -> int:
+    """Start under single with the chooser as its profile hook; go on under its choice."""
+    from rlgen.codegen.build import BuildError, build
+    from rlgen.codegen.cli import validated
+    from rlgen.runtime import launch, rank
+    from rlgen.runtime.auto import PROFILE_ITERATIONS
+
+    auto.run_dir = run_dir
+    auto.shape(json.loads((info.build_dir / "plan.json").read_text())["run"]["steps_per_iteration"])
+    if args.quiet:
+        auto.note = lambda line: None
+    rank.PROFILE = (PROFILE_ITERATIONS, auto.decide)
+    try:
+        launch.run_in_process(info, rank_args, run_dir, verbose=args.verbose)
+    finally:
+        rank.PROFILE = None
+    choice = auto.choice
+    if choice is None or choice.policy == "single":
+        return EXIT_OK
+    args.policy, args.workers = choice.policy, choice.workers
+    result, code = validated(args)
+    if result is None:
+        return code
+    out = Path(args.build_dir or "build") / f"{result.spec.name}-{choice.policy}-{choice.workers}"
+    try:
+        build(result, out)
+    except BuildError as exc:
+        print(f"rlgen run: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    chosen = launch.BuildInfo.read(out)
+    launch.prepare_run_dir(run_dir, chosen, resume=True)
+    launch.record_build(run_dir, chosen)
+    resume_args = [*rank_args, "--resume"]
+    if args.iterations:  # --iterations counts from the start of the run, the profile included
+        left = max(args.iterations - auto.record["profile"]["iterations"], 0)
+        resume_args[resume_args.index("--iterations") + 1] = str(left)
+    launch.run_distributed(chosen, launch.horovod_command(chosen, args.hosts or [], resume_args), run_dir, args.quiet)
     return EXIT_OK
 
 
@@ -178,6 +256,13 @@ def register(sub, deploy_args) -> None:
     p.add_argument("--iterations", type=int, metavar="K", help="stop after K iterations")
     p.add_argument("--build-dir", metavar="DIR", help="where to build a spec (default build/<name>-<policy>-<N>)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command and rank plan, then stop")
+    p.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)  # --policy auto's measurements
+    p.add_argument(
+        "--calibration-budget",
+        type=float,
+        metavar="S",
+        help="--policy auto: seconds it may spend measuring candidates (default: 10%% of the run's expected length)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument(
         "--verbose",

@@ -94,6 +94,19 @@ def describe(info: BuildInfo, cmd: list[str] | None) -> str:
     return "\n".join(lines)
 
 
+def record_build(run_dir: Path, info: BuildInfo) -> None:
+    """Point ``run.json`` at the build the run goes on with (``--policy auto`` switched to it),
+    so that a later ``--resume`` runs that build."""
+    path = run_dir / "run.json"
+    doc = json.loads(path.read_text())
+    doc.update({"build_dir": str(info.build_dir.resolve()), "policy": info.policy, "workers": info.workers})
+    tmp = path.with_name(".run.json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
+    for name in ("spec.resolved.json", "plan.json"):
+        shutil.copyfile(info.build_dir / name, run_dir / name)
+
+
 def prepare_run_dir(run_dir: Path, info: BuildInfo, resume: bool) -> None:
     """Create the run directory with the resolved spec and the plan (or check it, on resume).
 

@@ -52,10 +52,11 @@ def send(
     header: int = 0,
     credits: int | None = None,
 ) -> None:
-    """Send ``parts``, as ``dtypes`` (the receiver reads them so), to ``peers``: with ``splits``, peer ``i`` gets rows ``splits[:i].sum() :
-    splits[:i+1].sum()`` of each part along its axis (parts without one go whole). With
-    ``credits``, at most that many messages are on their way to a peer (sent but not yet
-    taken by it, see :func:`gather_any`): a send waits only when all are."""
+    """Send ``parts`` to ``peers``, each as its ``dtypes`` entry (the receiver reads them so).
+    With ``splits``, peer ``i`` gets rows ``splits[:i].sum() : splits[:i+1].sum()`` of each
+    part along its axis (parts without one go whole). With ``credits``, at most that many
+    messages are on their way to a peer (sent but not yet taken by it, see
+    :func:`gather_any`): a send waits only when all are."""
     arrays = [np.asarray(p, dtype=d) for p, d in zip(parts, dtypes, strict=True)]
     if credits is not None:
         for peer in peers:

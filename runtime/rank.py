@@ -21,6 +21,8 @@ from .progress import Progress, RemoteProgress
 from .session import RunConfig, Session, configure_tensorflow, default_run_dir
 
 Runner = Callable[[Session, int], None]
+#: Set by ``--policy auto`` before it runs a build in this process: (K, hook), see Session.
+PROFILE: tuple[int, Callable[[list[dict]], bool]] | None = None
 
 
 def _parser(description: str) -> argparse.ArgumentParser:
@@ -29,6 +31,7 @@ def _parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue from the run directory's last checkpoint")
     parser.add_argument("--iterations", type=int, help="stop after this many iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)  # a measurement (auto)
     parser.add_argument("--lifeline", help=argparse.SUPPRESS)  # host:port:token of the launcher (rlgen run)
     return parser
 
@@ -97,7 +100,17 @@ def run_rank(
                 comm.shutdown()
             ctl = CONTROLS[control](mesh, rank, size)
         session = Session(
-            run, run_dir, rank, size, args.resume, args.iterations, progress=progress, lifeline=lifeline, control=ctl
+            run,
+            run_dir,
+            rank,
+            size,
+            args.resume,
+            args.iterations,
+            progress=progress,
+            lifeline=lifeline,
+            control=ctl,
+            profile=None if distributed else PROFILE,
+            calibrate=args.calibrate,
         )
         for reason in pending:
             session.request_stop(reason)

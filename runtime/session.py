@@ -26,8 +26,8 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +110,17 @@ class Session:
         progress: Any = None,
         lifeline: Any = None,
         control: Any = None,
+        profile: tuple[int, Callable[[list[dict[str, Any]]], bool]] | None = None,
+        calibrate: bool = False,
     ) -> None:
+        if calibrate:  # a measurement: no evaluation, checkpoints, export or TensorBoard
+            config = replace(config, eval_every=0, checkpoint_every=0, tensorboard=False)
         self.config, self.rank, self.size = config, rank, size
+        self.calibrate = calibrate
+        # (K, hook): after K iterations, rank 0 hands the records to hook; True ends the run
+        # here with a checkpoint, for another policy to resume (``--policy auto``)
+        self._profile = profile if rank == 0 else None
+        self._profiled: list[dict[str, Any]] = []
         self.run_dir = Path(run_dir)
         self.resume = resume
         self.clock = Clock()
@@ -326,6 +335,12 @@ class Session:
             record.update(self._evaluate())
         self._metrics_file.write(json.dumps(_finite(record)) + "\n")
         self._metrics_file.flush()
+        if self._profile is not None and not self.stop_reason:
+            self._profiled.append(record)
+            if len(self._profiled) == self._profile[0]:
+                if self._profile[1](self._profiled) and not self._interrupted:
+                    self.stop_reason = "switch"
+                self._profile = None
         if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
             self._tensorboard(record)
         if (
@@ -433,17 +448,20 @@ class Session:
             if self.lifeline is not None:
                 self.lifeline.send("done", **done)
             return
-        self.checkpoint()
-        if self._policy is not None:
-            self._export_policy()
+        if not self.calibrate:
+            self.checkpoint()
+            if self._policy is not None and self.stop_reason != "switch":
+                self._export_policy()
         summary = self.summary()
-        status = "interrupted" if self.stop_reason == "interrupted" else "finished"
+        status = {"interrupted": "interrupted", "switch": "switching"}.get(self.stop_reason, "finished")
+        status = "calibrated" if self.calibrate else status
         self._write_status(status, summary)
         if self._metrics_file is not None:
             self._metrics_file.close()
         if self._writer is not None:
             self._writer.close()
-        self.progress.finish(summary)
+        if status != "switching":  # the policy it switches to goes on with the progress display
+            self.progress.finish(summary)
         if self.lifeline is not None:
             self.lifeline.send("done", **done, status=status)
 

@@ -9,10 +9,13 @@ POLICIES: dict[str, DistributionPolicy] = {
     p.POLICY.name: p.POLICY for p in (single, actors_learner, central_inference, multi_learner, async_actors)
 }
 
+#: Not a policy but a request: ``rlgen run`` profiles the spec and picks one (rlgen.runtime.auto).
+AUTO = "auto"
+
 
 def policy_min_workers(policy: str) -> int:
     """Workers for a policy chosen on the command line without --workers: its minimum."""
     return POLICIES[policy].min_workers if policy in POLICIES else 1
 
 
-__all__ = ["POLICIES", "DistributionPolicy", "Edge", "Role", "policy_min_workers"]
+__all__ = ["AUTO", "POLICIES", "DistributionPolicy", "Edge", "Role", "policy_min_workers"]

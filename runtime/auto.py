@@ -1,0 +1,281 @@
+"""``rlgen run --policy auto``: choose the distribution policy for this spec on this machine.
+
+The run starts under ``single`` in this process, and its first iterations are the profile
+(they are training, so profiling costs nothing): time per part (inference, env, buffer,
+update) and steps per iteration. A cost model turns the profile into a predicted steps/s
+for every candidate (each policy the spec validates under, with 2 up to the machine's
+cores + 1 workers, or the hosts' slots); the candidates predicted to beat what is already
+measured are then measured for a few iterations each (``rlgen run --calibrate``: no
+evaluation, checkpoints or export), fastest-predicted first, while the calibration stays
+within :data:`CALIBRATION_SHARE` of the run's expected length (the spec's
+``train.total_steps`` at the profiled speed). The fastest measured candidate wins if
+switching to it (a checkpoint, then a fresh start under it) saves time over the rest of
+the run; otherwise ``single`` simply goes on. Measurements never change the algorithm:
+every candidate trains the same spec, and the run resumes from ``single``'s checkpoint.
+
+The choice and the table (predicted and measured steps/s, ms per part) go to ``run.json``
+under ``auto`` and to the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlgen.codegen.policies import POLICIES, DistributionPolicy
+
+#: The most calibration may cost, as a share of the run's expected length.
+CALIBRATION_SHARE = 0.10
+#: Iterations of the run profiled under ``single`` (the first is left out: tracing).
+PROFILE_ITERATIONS = 4
+#: Iterations of a measured candidate (the first is left out).
+MEASURE_ITERATIONS = 8  # overlapped policies run ahead at first: fewer overstate them
+#: Most workers tried on one machine (its cores + 1, since a learner waiting on a channel
+#: needs no core of its own).
+MAX_LOCAL_WORKERS = 4
+PARTS = ("inference", "env", "buffer", "update", "comm", "loop", "other")
+
+# Costs the model takes as given (measured on the reference machine, docs/policies.md):
+ROUND_TRIP_S = 0.0004  # one request and answer over a channel (central inference: per env step)
+ALLREDUCE_S = 0.0034  # one Horovod allreduce of a small network's gradients
+TRANSFER_S = 0.001  # one rollout or weights message over a channel
+START_S = 10.0  # starting a distributed build (horovodrun, TensorFlow, tracing) until measured
+
+
+@dataclass
+class Candidate:
+    policy: str
+    workers: int
+    predicted: float = 0.0  # steps/s by the cost model
+    measured: float | None = None  # steps/s measured (after the first iteration)
+    ms: dict[str, float] = field(default_factory=dict)  # rank 0's ms per iteration per part, measured
+    cost_s: float = 0.0  # wall time its measurement took
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.policy} ({self.workers})"
+
+    @property
+    def speed(self) -> float:
+        return self.measured if self.measured is not None else self.predicted
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the first iterations under ``single`` showed (seconds per iteration per part)."""
+
+    steps_per_iteration: int
+    env_calls: int  # env.step calls per iteration (each a round trip under central inference)
+    grad_steps: int  # gradient steps per iteration (each an allreduce under multi-learner)
+    parts: dict[str, float]
+    steps_per_s: float
+
+
+def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: int) -> float:
+    """Steps/s of ``policy`` on ``workers`` ranks, from ``single``'s profile.
+
+    Each rank's time per iteration follows from the part times split over the ranks that
+    share them; overlapped policies (lag ≥ 1, asynchronous) take the slowest role instead
+    of the sum; no policy beats the whole work spread over ``min(workers, cores)`` cores."""
+    p = profile.parts
+    infer, env, buf = p["inference"], p["env"], p["buffer"]
+    update = p["update"] + p["loop"]
+    other = p["comm"] + p["other"]
+    total = infer + env + buf + update + other
+    used = min(workers, cores)
+    if policy.cut is None:
+        t = total
+    elif policy.cut == "experience":
+        actors = policy.env_workers(workers)
+        act = infer + (env + buf) / actors + TRANSFER_S
+        learn = update + other + TRANSFER_S
+        overlapped = policy.lag > 0 or policy.asynchronous
+        t = max(act, learn) if overlapped else act + learn
+        t = max(t, (actors * act + learn) / used)
+    elif policy.cut == "env":
+        workers_env = policy.env_workers(workers)
+        t = infer + buf + update + other + env / workers_env + profile.env_calls * ROUND_TRIP_S
+        t = max(t, (total + profile.env_calls * ROUND_TRIP_S) / used)
+    else:  # gradients: every rank acts for its share of envs and learns on its share of the batch
+        n = policy.learner_workers(workers)
+        # a small network's update step is mostly fixed cost: a smaller batch saves only part of it
+        per_rank = infer + (env + buf) / n + update * (0.5 + 0.5 / n) + other
+        t = max(per_rank, n * per_rank / used) + profile.grad_steps * ALLREDUCE_S
+    return profile.steps_per_iteration / t if t > 0 else 0.0
+
+
+def profile_of(records: Sequence[dict[str, Any]], env_calls: int, grad_steps: int) -> Profile:
+    """The profile from a run's metric records (the first, which traces, left out)."""
+    steady = list(records[1:]) or list(records)
+    parts = {k: sum(r.get(f"time_{k}", 0.0) for r in steady) / len(steady) for k in PARTS}
+    span = steady[-1]["time"] - records[0]["time"] if len(records) > 1 else steady[-1]["time"]
+    steps = steady[-1]["env_steps"] - records[0]["env_steps"] if len(records) > 1 else steady[-1]["env_steps"]
+    per_iteration = steps // len(steady)
+    return Profile(per_iteration, env_calls, grad_steps, parts, steps / span if span > 0 else 0.0)
+
+
+def local_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def worker_counts(hosts: Sequence[str], cores: int, given: int) -> list[int]:
+    """Worker counts to try: up to the hosts' slots, or ``given`` (``--workers``), or this
+    machine's cores + 1 (at most :data:`MAX_LOCAL_WORKERS`)."""
+    if hosts:
+        limit = sum(int(h.rpartition(":")[2]) for h in hosts)
+    elif given > 1:
+        limit = given
+    else:
+        limit = min(cores + 1, MAX_LOCAL_WORKERS)
+    return list(range(2, limit + 1))
+
+
+class Chooser:
+    """Decides, from the run's profile under ``single``, which policy the run goes on with."""
+
+    def __init__(
+        self,
+        spec: Path,
+        candidates: Sequence[tuple[str, int]],
+        total_steps: int,
+        env_calls: int,
+        grad_steps: int,
+        run_dir: Path,
+        hosts: Sequence[str] = (),
+        cores: int | None = None,
+        note: Callable[[str], None] = print,
+        measure: Callable[[Candidate], None] | None = None,
+        model: Any = None,
+        budget_s: float | None = None,
+    ) -> None:
+        self.spec, self.total_steps, self.run_dir, self.hosts = spec, total_steps, run_dir, list(hosts)
+        self.env_calls, self.grad_steps = env_calls, grad_steps
+        self.cores = cores or local_cores()
+        self.candidates = [Candidate(p, w) for p, w in candidates]
+        self.note = note
+        self.measure = measure or self._measure
+        self.choice: Candidate | None = None
+        self.record: dict[str, Any] = {}
+        self.budget_s = budget_s  # None: CALIBRATION_SHARE of the run's expected length
+        self.model = model  # the validated spec (rlgen.dsl.spec.Spec), for :meth:`shape`
+
+    def shape(self, steps_per_iteration: int) -> None:
+        """Env calls and gradient steps per iteration, from the spec and its iteration size."""
+        spec = self.model
+        self.env_calls = max(1, steps_per_iteration // spec.env.num_envs)
+        self.grad_steps = 1
+        for comp in spec.components.values():
+            if comp.kind == "ppo":
+                self.grad_steps = comp.get("epochs") * max(1, steps_per_iteration // comp.get("minibatch"))
+
+    def decide(self, records: Sequence[dict[str, Any]]) -> bool:
+        """The profile hook: True when the run should stop here and go on under ``self.choice``."""
+        started = time.perf_counter()
+        profile = profile_of(records, self.env_calls, self.grad_steps)
+        ms = {k: 1000 * v for k, v in profile.parts.items()}
+        single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
+        for c in self.candidates:
+            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores)
+        done = records[-1]["env_steps"]
+        expected_s = self.total_steps / profile.steps_per_s if profile.steps_per_s else 0.0
+        budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
+        spent, start_s = 0.0, START_S
+        best = single
+        for c in sorted(self.candidates, key=lambda c: -c.predicted):
+            if c.predicted < 0.9 * best.speed:
+                c.note = "not measured: predicted slower than the best measured"
+                continue
+            guess = start_s + MEASURE_ITERATIONS * profile.steps_per_iteration / c.predicted
+            if spent + guess > budget:
+                c.note = f"not measured: would take the calibration past {budget:.0f} s"
+                continue
+            self.measure(c)
+            spent += c.cost_s
+            if c.measured is not None:
+                start_s = max(1.0, c.cost_s - MEASURE_ITERATIONS * profile.steps_per_iteration / c.measured)
+                best = max(best, c, key=lambda x: x.speed if x.measured is not None else 0.0)
+        remaining = max(self.total_steps - done, 0)
+        stay_s = remaining / profile.steps_per_s if profile.steps_per_s else 0.0
+        choice, why = single, "no measured candidate is faster"
+        top = max(self.candidates, key=lambda c: c.predicted, default=None)
+        if best is single and top is not None and top.measured is None and top.predicted > single.speed:
+            why = (
+                f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but measuring it would "
+                f"cost more than the calibration budget ({budget:.1f} s); unmeasured candidates are never chosen"
+            )
+        if best is not single:
+            switch_s = remaining / best.speed + start_s
+            if switch_s < stay_s:
+                choice, why = best, f"{best.speed / single.speed:.2f}x single's steps/s"
+            else:
+                why = (
+                    f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
+                    f"(~{start_s:.0f} s) would not pay back over the {remaining:,} steps left"
+                )
+        self.choice = choice
+        self.record = {
+            "choice": {"policy": choice.policy, "workers": choice.workers},
+            "why": why,
+            "cores": self.cores,
+            "hosts": self.hosts,
+            "calibration_s": round(time.perf_counter() - started, 3),  # the profile itself is training
+            "calibration_budget_s": round(budget, 3),
+            "expected_run_s": round(expected_s, 3),
+            "profile": {"iterations": len(records), **asdict(profile)},
+            "candidates": [asdict(single)] + [asdict(c) for c in self.candidates],
+        }
+        self._write()
+        for line in table(single, self.candidates, choice).splitlines():
+            self.note(line)
+        self.note(f"auto: {choice.label}: {why} (calibration {self.record['calibration_s']:.1f} s)")
+        return choice is not single
+
+    def _write(self) -> None:
+        path = self.run_dir / "run.json"
+        doc = json.loads(path.read_text()) if path.exists() else {}
+        doc["auto"] = self.record
+        tmp = path.with_name(".run.json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, path)
+
+    def _measure(self, c: Candidate) -> None:
+        """Train the spec under ``c`` for a few iterations in its own processes and read its speed."""
+        from .bench import run_policy
+
+        tmp = Path(tempfile.mkdtemp(prefix="rlgen-auto-"))
+        started = time.perf_counter()
+        try:
+            hosts = ["--hosts", ",".join(self.hosts)] if self.hosts else []
+            r = run_policy(
+                self.spec, c.policy, c.workers, MEASURE_ITERATIONS, tmp / "run", None, 600, ["--calibrate", *hosts]
+            )
+        finally:
+            c.cost_s = time.perf_counter() - started
+            shutil.rmtree(tmp, ignore_errors=True)
+        if r.ok:
+            c.measured, c.ms = r.steps_per_s, dict(r.ms_per_iteration)
+            c.note = "measured"
+        else:
+            c.note = f"failed: {r.error}"
+
+
+def table(single: Candidate, candidates: Sequence[Candidate], choice: Candidate) -> str:
+    """The calibration table, one candidate per line."""
+    lines = [f"{'policy (workers)':<24} {'predicted':>10} {'measured':>10}  ms/iteration inference/env/update  note"]
+    for c in [single, *candidates]:
+        measured = f"{c.measured:>10,.0f}" if c.measured is not None else f"{'-':>10}"
+        ms = "/".join(f"{c.ms.get(k, 0.0):.0f}" for k in ("inference", "env", "update")) if c.ms else "-"
+        mark = " <- chosen" if c is choice else ""
+        lines.append(f"{c.label:<24} {c.predicted:>10,.0f} {measured}  {ms:<34} {c.note}{mark}")
+    return "\n".join(lines)
