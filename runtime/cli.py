@@ -217,8 +217,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from rlgen.runtime.bench import bench, format_table
 
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     from rlgen.codegen.policies import POLICIES
+
+    policies = [p.strip() for p in (args.policies or ",".join(POLICIES)).split(",") if p.strip()]
 
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
@@ -295,8 +296,8 @@ def register(sub, deploy_args) -> None:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument(
         "--policies",
-        default="single,actors-learner,central-inference,multi-learner",
-        help="comma-separated policies (default: all four)",
+        default=None,
+        help="comma-separated policies (default: every one)",
     )
     p.add_argument("--workers", type=int, default=2, help="workers for the distributed policies (default 2)")
     p.add_argument("--iterations", type=int, default=20, help="iterations per policy (default 20)")

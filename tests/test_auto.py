@@ -1,0 +1,127 @@
+"""``--policy auto``: the cost model, the decision, and a real run that measures and switches."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlgen.codegen.policies import POLICIES
+from rlgen.runtime.auto import Candidate, Chooser, Profile, predict
+
+from conftest import ROOT
+
+PPO = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
+HOROVOD = (Path(sys.executable).with_name("horovodrun")).exists()
+
+
+def profile(**ms) -> Profile:
+    parts = {k: 0.0 for k in ("inference", "env", "buffer", "update", "comm", "loop", "other")}
+    parts.update({k: v / 1000 for k, v in ms.items()})
+    return Profile(1024, 128, 40, parts, 1024 / sum(parts.values()))
+
+
+def test_the_model_sends_an_expensive_env_to_actors_and_keeps_a_cheap_one_home():
+    env_heavy = profile(inference=40, env=900, update=60)
+    assert predict(env_heavy, POLICIES["actors-learner"], 3, cores=2) > 1.5 * env_heavy.steps_per_s
+    assert predict(env_heavy, POLICIES["single"], 1, cores=2) == pytest.approx(env_heavy.steps_per_s)
+    update_heavy = profile(inference=10, env=10, update=500)
+    for name in ("actors-learner", "async-actors", "central-inference"):  # at most the acting part is hidden
+        assert predict(update_heavy, POLICIES[name], 3, cores=2) <= 1.05 * update_heavy.steps_per_s
+    # central inference pays a round trip per env step; lockstep actors add their parts
+    lockstep = predict(env_heavy, dataclasses.replace(POLICIES["actors-learner"], lag=0), 3, cores=2)
+    assert lockstep < predict(env_heavy, POLICIES["actors-learner"], 3, cores=2)
+
+
+def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024) -> list[dict]:
+    t = per_iteration / steps_per_s
+    return [
+        {
+            "iteration": i + 1,
+            "env_steps": per_iteration * (i + 1),
+            "time": 2.0 + t * i,
+            "time_env": t * 0.9,
+            "time_update": t * 0.1,
+        }
+        for i in range(n)
+    ]
+
+
+def chooser(tmp_path: Path, measured: dict[str, float | None], total: int, budget: float | None = None) -> Chooser:
+    (tmp_path / "run.json").write_text("{}")
+
+    def measure(c: Candidate) -> None:  # the figures a measurement run would have read
+        c.cost_s, c.measured = 15.0, measured.get(c.label)
+        c.note = "measured" if c.measured else "failed"
+
+    cands = [("actors-learner", 2), ("actors-learner", 3), ("central-inference", 3)]
+    return Chooser(
+        tmp_path / "s.rl.yaml",
+        cands,
+        total,
+        128,
+        40,
+        tmp_path,
+        cores=2,
+        note=lambda s: None,
+        measure=measure,
+        budget_s=budget,
+    )
+
+
+def test_the_fastest_measured_candidate_is_chosen_when_switching_pays(tmp_path):
+    c = chooser(
+        tmp_path, {"actors-learner (3)": 2600.0, "actors-learner (2)": 1500.0, "central-inference (3)": 1900.0}, 10**6
+    )
+    assert c.decide(records(1000.0)) is True
+    assert (c.choice.policy, c.choice.workers) == ("actors-learner", 3)
+    doc = json.loads((tmp_path / "run.json").read_text())["auto"]
+    assert doc["choice"] == {"policy": "actors-learner", "workers": 3}
+    measured = [x for x in doc["candidates"] if x["measured"] is not None]
+    assert measured[0]["policy"] == "single" and len(measured) >= 2
+    assert doc["calibration_budget_s"] == pytest.approx(0.1 * 10**6 / 1000.0, rel=0.01)
+
+
+def test_nothing_unmeasured_is_chosen_and_a_short_run_stays_single(tmp_path):
+    c = chooser(tmp_path, {"actors-learner (3)": 2600.0}, 10**6, budget=0.0)  # no time to measure
+    assert c.decide(records(1000.0)) is False and c.choice.policy == "single"
+    assert "calibration budget" in c.record["why"]
+    c = chooser(tmp_path, {"actors-learner (3)": 1300.0}, 20_000, budget=100.0)  # 16 s left: a restart costs more
+    assert c.decide(records(1000.0)) is False and c.choice.policy == "single"
+    assert "would not pay back" in c.record["why"]
+
+
+@pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
+def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
+    text = re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO)
+    spec = tmp_path / "tiny.rl.yaml"
+    spec.write_text(text)
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--calibration-budget", "200"]
+        + ["--iterations", "10", "--run-dir", str(run_dir), "--build-dir", str(tmp_path / "build")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((run_dir / "run.json").read_text())
+    auto = doc["auto"]
+    measured = {(c["policy"], c["workers"]): c["measured"] for c in auto["candidates"] if c["measured"] is not None}
+    assert len(measured) >= 2  # single (the profile) and at least the candidate predicted fastest
+    choice = (auto["choice"]["policy"], auto["choice"]["workers"])
+    assert choice in measured
+    if choice != ("single", 1):
+        assert measured[choice] == max(measured.values())
+    assert (doc["policy"], doc["workers"]) == choice and doc["status"] == "finished"
+    assert "auto:" in r.stdout
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == list(range(1, 11))  # one run, the switch included
