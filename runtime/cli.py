@@ -215,9 +215,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from rlgen.runtime.bench import bench, format_table
-
     from rlgen.codegen.policies import POLICIES
+    from rlgen.runtime.bench import bench, format_table
 
     policies = [p.strip() for p in (args.policies or ",".join(POLICIES)).split(",") if p.strip()]
 
