@@ -8,7 +8,7 @@ cores + 1 workers, or the hosts' slots); the candidates predicted to beat what i
 measured are then measured for a few iterations each (``rlgen run --calibrate``: no
 evaluation, checkpoints or export), fastest-predicted first, while the calibration stays
 within :data:`CALIBRATION_SHARE` of the run's expected length (the spec's
-``train.total_steps`` at the profiled speed). The fastest measured candidate wins if
+``train.total_steps`` at the fastest predicted speed). The fastest measured candidate wins if
 switching to it (a checkpoint, then a fresh start under it) saves time over the rest of
 the run; otherwise ``single`` simply goes on. Measurements never change the algorithm:
 every candidate trains the same spec, and the run resumes from ``single``'s checkpoint.
@@ -188,11 +188,15 @@ class Chooser:
         for c in self.candidates:
             c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores)
         done = records[-1]["env_steps"]
-        expected_s = self.total_steps / profile.steps_per_s if profile.steps_per_s else 0.0
+        # the run as long as it would be at the best predicted speed: calibration stays within
+        # its share even of the faster run it buys
+        fastest = max([profile.steps_per_s, *(c.predicted for c in self.candidates)])
+        expected_s = self.total_steps / fastest if fastest else 0.0
         budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
         spent, start_s = 0.0, START_S
         best = single
-        for c in sorted(self.candidates, key=lambda c: -c.predicted):
+        # fastest predicted first; on a tie, asynchronous actors first (they never wait on a straggler)
+        for c in sorted(self.candidates, key=lambda c: (-round(c.predicted), not POLICIES[c.policy].asynchronous)):
             if c.predicted < 0.9 * best.speed:
                 c.note = "not measured: predicted slower than the best measured"
                 continue
