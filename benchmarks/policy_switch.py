@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -109,12 +107,9 @@ def run_auto(workload: Workload, tmp: Path) -> dict:
     budget: 10% of the spec's whole run), stopped a few iterations after it has chosen."""
     spec = without_eval(workload.spec, tmp)
     run_dir = tmp / "auto"
-    iterations = PROFILE_ITERATIONS + 3
-    args = [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--quiet"]
-    args += ["--run-dir", str(run_dir), "--build-dir", str(tmp / "build-auto"), "--iterations", str(iterations)]
-    proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1]}
+    result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)  # 1: this machine's default
+    if not result.ok:
+        return {"error": result.error}
     record = json.loads((run_dir / "run.json").read_text())["auto"]
     print(f"  auto: {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s", flush=True)
     return record

@@ -19,7 +19,6 @@ under ``auto`` and to the terminal.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -246,12 +245,9 @@ class Chooser:
         return choice is not single
 
     def _write(self) -> None:
-        path = self.run_dir / "run.json"
-        doc = json.loads(path.read_text()) if path.exists() else {}
-        doc["auto"] = self.record
-        tmp = path.with_name(".run.json.tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        os.replace(tmp, path)
+        from .launch import update_run_json
+
+        update_run_json(self.run_dir, auto=self.record)
 
     def _measure(self, c: Candidate) -> None:
         """Train the spec under ``c`` for a few iterations in its own processes and read its speed."""

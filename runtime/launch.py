@@ -94,15 +94,20 @@ def describe(info: BuildInfo, cmd: list[str] | None) -> str:
     return "\n".join(lines)
 
 
+def update_run_json(run_dir: Path, **fields) -> None:
+    """Set ``fields`` in the run's ``run.json`` (written whole, then moved into place)."""
+    path = run_dir / "run.json"
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.update(fields)
+    tmp = path.with_name(".run.json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
 def record_build(run_dir: Path, info: BuildInfo) -> None:
     """Point ``run.json`` at the build the run goes on with (``--policy auto`` switched to it),
     so that a later ``--resume`` runs that build."""
-    path = run_dir / "run.json"
-    doc = json.loads(path.read_text())
-    doc.update({"build_dir": str(info.build_dir.resolve()), "policy": info.policy, "workers": info.workers})
-    tmp = path.with_name(".run.json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    update_run_json(run_dir, build_dir=str(info.build_dir.resolve()), policy=info.policy, workers=info.workers)
     for name in ("spec.resolved.json", "plan.json"):
         shutil.copyfile(info.build_dir / name, run_dir / name)
 
@@ -342,12 +347,5 @@ def run_distributed(info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool 
 
 def _mark_failed(run_dir: Path, message: str) -> None:
     """``run.json`` says ``failed`` with the launcher's message (rank 0 may not have lived to say it)."""
-    path = run_dir / "run.json"
-    try:
-        doc = json.loads(path.read_text())
-        doc.update(status="failed", error=message)
-        tmp = path.with_name(".run.json.tmp")
-        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError):
+        update_run_json(run_dir, status="failed", error=message)
