@@ -48,11 +48,28 @@ def _hosts(value: str) -> list[str]:
     return [h.strip() for h in value.split(",") if h.strip()]
 
 
+def _hostfile(value: str) -> list[str]:
+    from rlgen.runtime.hosts import HostError, read_hostfile
+
+    try:
+        return read_hostfile(value)
+    except HostError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _deploy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("deployment overrides (the algorithm part of the spec is unchanged)")
     g.add_argument("--policy", help="distribution policy: single, actors-learner, central-inference, multi-learner")
     g.add_argument("--workers", type=int, metavar="N", help="number of processes (Horovod ranks)")
-    g.add_argument("--hosts", type=_hosts, metavar="H1:S,H2:S", help="hosts and slots, e.g. node1:2,node2:2")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--hosts", type=_hosts, metavar="H1:S,H2:S", help="hosts and slots, e.g. node1:2,node2:2")
+    where.add_argument(
+        "--hostfile",
+        dest="hosts",
+        type=_hostfile,
+        metavar="FILE",
+        help="hosts and slots from a file of 'HOST slots=N' lines (as horovodrun reads it)",
+    )
 
 
 def deploy_overrides(args: argparse.Namespace) -> dict:

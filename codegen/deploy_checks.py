@@ -111,7 +111,8 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
         yield error(
             "E604",
             (*_DEPLOY, "hosts"),
-            f"the hosts offer {slots} slots for {workers} workers",
+            f"the hosts ({', '.join(spec.deploy.hosts)}) offer {slots} slot(s) for {workers} workers: "
+            f"rank{'s' if workers - slots > 1 else ''} {', '.join(map(str, range(slots, workers)))} would have none",
             "add hosts or slots (host:slots), or lower workers",
         )
     lag = spec.deploy.lag

@@ -112,7 +112,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         rank_args += ["--iterations", str(args.iterations)] if args.iterations else []
         rank_args += ["--quiet"] if args.quiet else []
         rank_args += ["--calibrate"] if args.calibrate else []
-        cmd = launch.horovod_command(info, args.hosts or [], rank_args) if info.workers > 1 else None
+        cluster = _cluster(args, info, doc if args.resume else {})
+        if cluster is None:
+            return EXIT_USAGE
+        cmd = launch.horovod_command(info, cluster, rank_args) if info.workers > 1 else None
         if args.dry_run:
             print(launch.describe(info, cmd))
             return EXIT_OK
@@ -123,11 +126,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         if cmd is None:
             launch.run_in_process(info, rank_args, run_dir, verbose=args.verbose)
         else:
-            launch.run_distributed(info, cmd, run_dir, quiet=args.quiet)
+            launch.run_distributed(info, cmd, run_dir, quiet=args.quiet, cluster=cluster)
     except launch.LaunchError as exc:
         print(f"rlgen run: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _cluster(args: argparse.Namespace, info, recorded: dict):
+    """Where the ranks go: ``--hosts``/``--hostfile`` and the ssh options, else what the run
+    recorded (``--resume``), else the build's hosts. None (after a message) if too few slots."""
+    from rlgen.runtime.hosts import Cluster
+
+    was = recorded.get("cluster") or {}
+    cluster = Cluster(
+        tuple(args.hosts or was.get("hosts") or info.hosts),
+        args.network_interface or was.get("interface"),
+        args.ssh_port or was.get("ssh_port"),
+        args.ssh_identity_file or was.get("ssh_identity"),
+    )
+    slots = sum(int(h.rpartition(":")[2]) if h.rpartition(":")[2].isdigit() else 1 for h in cluster.hosts)
+    if cluster.hosts and slots < info.workers:
+        print(
+            f"rlgen run: error: the hosts {','.join(cluster.hosts)} offer {slots} slot(s) for the build's "
+            f"{info.workers} ranks; add hosts or slots (host:slots)",
+            file=sys.stderr,
+        )
+        return None
+    return cluster
 
 
 def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_dir: Path) -> int:
@@ -166,7 +192,10 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
     if args.iterations:  # --iterations counts from the start of the run, the profile included
         left = max(args.iterations - auto.record["profile"]["iterations"], 0)
         resume_args[resume_args.index("--iterations") + 1] = str(left)
-    launch.run_distributed(chosen, launch.horovod_command(chosen, args.hosts or [], resume_args), run_dir, args.quiet)
+    cluster = _cluster(args, chosen, {})
+    if cluster is None:
+        return EXIT_USAGE
+    launch.run_distributed(chosen, launch.horovod_command(chosen, cluster, resume_args), run_dir, args.quiet, cluster)
     return EXIT_OK
 
 
@@ -270,6 +299,12 @@ def register(sub, deploy_args) -> None:
         help="show TensorFlow's own log output (otherwise in RUN_DIR/ranks/launch.log)",
     )
     deploy_args(p)
+    g = p.add_argument_group("reaching other hosts (passed to horovodrun; docs/cluster.md)")
+    g.add_argument(
+        "--network-interface", metavar="NAME", help="the interface the ranks talk over, named the same on every host"
+    )
+    g.add_argument("--ssh-port", type=int, metavar="PORT", help="ssh port of every host")
+    g.add_argument("--ssh-identity-file", metavar="FILE", help="ssh key for every host")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -28,13 +28,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lifeline import Switchboard
+from .hosts import GLOO_TIMEOUT, Cluster, HostError, lifeline_bind, preflight
+from .lifeline import LOST_BEATS, Switchboard
 from .progress import Progress
 
 #: Seconds the other ranks get to end after one failed, before the job is terminated.
 FAILURE_GRACE = 5.0
+#: Seconds a rank's report that it lost a peer waits for that peer's own report (which names
+#: the rank that failed first) before it is taken as the cause.
+SECONDARY_WAIT = 2.0
 #: Seconds all ranks get to connect to the launcher once horovodrun started them.
 START_TIMEOUT = 300.0
+#: Seconds between lifeline beats on a job that spans hosts (see rlgen.runtime.lifeline).
+BEAT_S = 2.0
 
 
 class LaunchError(Exception):
@@ -52,6 +58,7 @@ class BuildInfo:
     workers: int
     ranks: tuple[dict, ...]
     run_root: str = "runs"
+    hosts: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, build_dir: Path) -> BuildInfo:
@@ -71,15 +78,15 @@ class BuildInfo:
             int(plan["meta"]["workers"]),
             tuple(plan["ranks"]),
             spec.get("train", {}).get("run_dir", "runs"),
+            tuple(spec.get("deploy", {}).get("hosts", ())),
         )
 
 
-def horovod_command(info: BuildInfo, hosts: list[str], rank_args: list[str]) -> list[str]:
-    """``horovodrun --gloo -np N [-H hosts] python -m <package>.main ...``."""
+def horovod_command(info: BuildInfo, cluster: Cluster, rank_args: list[str]) -> list[str]:
+    """``horovodrun --gloo -np N -H hosts [ssh/interface options] python -m <package>.main ...``."""
     horovodrun = Path(sys.executable).with_name("horovodrun")
     exe = str(horovodrun) if horovodrun.exists() else (shutil.which("horovodrun") or "horovodrun")
-    cmd = [exe, "--gloo", "-np", str(info.workers)]
-    cmd += ["-H", ",".join(hosts) if hosts else f"localhost:{info.workers}"]
+    cmd = [exe, "--gloo", *cluster.horovodrun_args(info.workers)]
     return [*cmd, sys.executable, "-m", f"{info.package}.main", *rank_args]
 
 
@@ -124,6 +131,10 @@ def prepare_run_dir(run_dir: Path, info: BuildInfo, resume: bool) -> None:
         if not os.access(run_dir, os.W_OK):
             raise LaunchError(f"run directory {run_dir} is not writable")
         shutil.rmtree(run_dir / "ranks", ignore_errors=True)
+        doc = json.loads((run_dir / "run.json").read_text())
+        if "error" in doc:  # the failure this launch recovers from
+            doc.pop("error")
+            (run_dir / "run.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         return
     if run_dir.exists() and any(run_dir.iterdir()):
         raise LaunchError(f"run directory {run_dir} exists and is not empty; choose another or use --resume")
@@ -190,9 +201,13 @@ def run_in_process(info: BuildInfo, rank_args: list[str], run_dir: Path, verbose
 class _Job:
     """One horovodrun job watched through the lifeline."""
 
-    def __init__(self, info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool) -> None:
+    def __init__(
+        self, info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool, cluster: Cluster, bind: str
+    ) -> None:
         self.info, self.run_dir = info, run_dir
-        self.board = Switchboard()
+        self.rank_hosts = cluster.rank_hosts(info.workers)
+        self.spans_hosts = bool(cluster.remote())
+        self.board = Switchboard(bind, beat=BEAT_S if self.spans_hosts else 0.0)
         self.log_path = run_dir / "ranks" / "launch.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {
@@ -206,6 +221,10 @@ class _Job:
             # default 1 ms measured 1.2-3x more steps/s for every distributed policy here (rlgen bench).
             "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "0.2"),
         }
+        if self.spans_hosts:
+            env["RLGEN_LIFELINE_BEAT"] = str(BEAT_S)
+            # a rank whose peer's host is gone stops waiting after this (Horovod's default: 30 s)
+            env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", str(GLOO_TIMEOUT))
         cmd = [*cmd, "--lifeline", self.board.address]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -220,6 +239,7 @@ class _Job:
         self.progress = Progress(0, enabled=not quiet)
         self.cause: str | None = None
         self.failed_at: float | None = None
+        self.secondary: tuple[str, float] | None = None  # a consequence, waiting for its cause
         self.interrupts = 0
 
     def watch(self) -> int:
@@ -238,6 +258,13 @@ class _Job:
                 for event in self.board.poll(0.05):
                     self._handle(event)
                 return code
+            for rank in self.board.silent():
+                self._fail(
+                    f"rank {rank}{self._where(rank)} has not been heard from for {BEAT_S * LOST_BEATS:.0f} s "
+                    "(its host is down or cut off from this one)"
+                )
+            if self.secondary is not None and time.monotonic() - self.secondary[1] > SECONDARY_WAIT:
+                self._fail(self.secondary[0])
             if self.failed_at is not None and time.monotonic() - self.failed_at > FAILURE_GRACE:
                 return self._terminate()
             if len(self.board.ranks) < self.info.workers and time.monotonic() - started > START_TIMEOUT:
@@ -246,6 +273,11 @@ class _Job:
 
     def _handle(self, event) -> None:
         where = self._where(event.rank)
+        if event.kind == "hello" and len(self.board.ranks) == self.info.workers:
+            # where each rank runs, as it says itself (hostname, pid)
+            placed = {str(r): {"host": st.host, "pid": st.pid} for r, st in sorted(self.board.ranks.items())}
+            with contextlib.suppress(OSError, ValueError):
+                update_run_json(self.run_dir, ranks=placed)
         if event.kind == "progress":
             self.progress.total = int(event.payload.get("total", 0))
             self.progress.update(event.payload.get("record", {}), final=bool(event.payload.get("final")))
@@ -254,17 +286,24 @@ class _Job:
         elif event.kind == "summary":
             self.progress.finish(event.payload.get("summary", {}))
         elif event.kind == "error":
-            self._fail(f"rank {event.rank}{where} failed: {event.payload.get('reason', 'unknown error')}")
+            cause = f"rank {event.rank}{where} failed: {event.payload.get('reason', 'unknown error')}"
+            if not event.payload.get("secondary"):
+                self._fail(cause)
+            elif self.secondary is None:
+                self.secondary = (cause, time.monotonic())
         elif event.kind == "died":
             self._fail(
                 f"rank {event.rank}{where} died without reporting an error (killed by a signal or out of memory)"
             )
 
     def _where(self, rank: int) -> str:
-        """`` on host H`` for a rank on another host ("" here)."""
+        """`` on host H`` for a job that spans hosts ("" when every rank runs here)."""
+        if not self.spans_hosts:
+            return ""
         state = self.board.ranks.get(rank)
-        remote = state is not None and state.host and state.host != os.uname().nodename
-        return f" on host {state.host}" if remote else ""
+        named = state.host if state is not None and state.host else ""
+        planned = self.rank_hosts[rank] if rank < len(self.rank_hosts) else ""
+        return f" on host {planned}" + (f" ({named})" if named and named != planned else "")
 
     def _fail(self, cause: str) -> None:
         if self.cause is None:
@@ -298,12 +337,15 @@ class _Job:
 
     def report(self, code: int) -> str | None:
         """The failure message, or None when every rank finished."""
+        if self.cause is None and self.secondary is not None:
+            self.cause = self.secondary[0]
         if self.cause is None and code == 0:
             return None
         if self.cause is None:
             missing = sorted(set(range(self.info.workers)) - set(self.board.ranks))
             if missing:
-                self.cause = f"rank(s) {', '.join(map(str, missing))} never started: {self._log_hint(missing)}"
+                where = "".join(self._where(r) for r in missing[:1])
+                self.cause = f"rank(s) {', '.join(map(str, missing))}{where} never started: {self._log_hint(missing)}"
             else:
                 self.cause = f"horovodrun exited with status {code}"
         stopped = [
@@ -332,9 +374,20 @@ class _Job:
         self.board.close()
 
 
-def run_distributed(info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool = False) -> None:
-    """Run the ranks under horovodrun and watch them through the lifeline (see the module docstring)."""
-    job = _Job(info, cmd, run_dir, quiet)
+def run_distributed(
+    info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool = False, cluster: Cluster | None = None
+) -> None:
+    """Run the ranks under horovodrun and watch them through the lifeline (see the module docstring).
+    A job that spans hosts is checked first (:func:`rlgen.runtime.hosts.preflight`)."""
+    cluster = cluster or Cluster(info.hosts)
+    try:
+        bind = lifeline_bind(cluster, preflight(cluster, info.workers, info.build_dir, run_dir))
+    except HostError as exc:
+        _mark_failed(run_dir, str(exc))
+        raise LaunchError(str(exc)) from None
+    if cluster.remote():
+        update_run_json(run_dir, cluster=cluster.record())
+    job = _Job(info, cmd, run_dir, quiet, cluster, bind)
     try:
         code = job.watch()
     finally:

@@ -14,6 +14,10 @@ which rank died first, not when to stop cleanly. The lifeline does:
 * **launcher gone**: when the launcher dies (even by SIGKILL) the kernel closes its
   sockets; every rank sees end-of-file, stops cleanly if it can and exits within
   :data:`ORPHAN_GRACE` seconds in any case.
+* **beats** (jobs that span hosts, ``RLGEN_LIFELINE_BEAT`` seconds): a host that goes
+  down or off the network closes no connection, so both ends send a ``beat`` that often,
+  and whichever hears nothing for :data:`LOST_BEATS` beats counts the other end as gone:
+  the launcher names the silent rank and its host, the rank stops as if its launcher died.
 
 Messages are JSON lines. The first line a rank sends carries a per-launch token,
 so a stray connection cannot pose as a rank.
@@ -38,6 +42,8 @@ ORPHAN_GRACE = 10.0
 CONNECT_TIMEOUT = 20.0
 #: Exit status of a rank that stops because its launcher is gone or asked it to abort.
 EXIT_ABORTED = 70
+#: Beats an end may miss before the other counts it as gone (when beats are on).
+LOST_BEATS = 5
 
 
 def _line(msg: dict[str, Any]) -> bytes:
@@ -61,12 +67,20 @@ class Lifeline:
         self._lock = threading.Lock()
         self._closed = False
         self.sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
-        self.sock.settimeout(None)
+        beat = float(os.environ.get("RLGEN_LIFELINE_BEAT", "0") or 0)
+        self.sock.settimeout(beat * LOST_BEATS if beat > 0 else None)  # silence reads as a timeout: gone
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local_address = self.sock.getsockname()[0]  # this host's address as the launcher sees it
         self.send("hello", token=token, pid=os.getpid(), host=socket.gethostname())
         self._thread = threading.Thread(target=self._listen, name="rlgen-lifeline", daemon=True)
         self._thread.start()
+        if beat > 0:
+            threading.Thread(target=self._beat, args=(beat,), name="rlgen-lifeline-beat", daemon=True).start()
+
+    def _beat(self, every: float) -> None:
+        while not self._closed:
+            self.send("beat")
+            time.sleep(every)
 
     def send(self, kind: str, **payload: Any) -> None:
         if self._closed:
@@ -133,8 +147,11 @@ class Event:
 class Switchboard:
     """The launcher's end: accepts the ranks' connections and turns their lines into events."""
 
-    def __init__(self, bind_host: str = "127.0.0.1") -> None:
+    def __init__(self, bind_host: str = "127.0.0.1", beat: float = 0.0) -> None:
         self.token = os.urandom(12).hex()
+        self.beat = beat
+        self._next_beat = 0.0
+        self._heard: dict[int, float] = {}  # rank -> when it last said anything (monotonic)
         self._server = socket.create_server((bind_host, 0))
         self._server.setblocking(False)
         self._selector = selectors.DefaultSelector()
@@ -156,10 +173,20 @@ class Switchboard:
                 self._accept()
             else:
                 events += self._read(key.fileobj)  # type: ignore[arg-type]
+        if self.beat > 0 and time.monotonic() >= self._next_beat:
+            self._next_beat = time.monotonic() + self.beat
+            self.tell("beat")
         return events
 
+    def silent(self) -> list[int]:
+        """Ranks still running that have missed :data:`LOST_BEATS` beats (none when beats are off)."""
+        if self.beat <= 0:
+            return []
+        limit = time.monotonic() - self.beat * LOST_BEATS
+        return [r for r, s in self.ranks.items() if not s.ended and self._heard.get(r, limit) < limit]
+
     def tell(self, kind: str, **payload: Any) -> None:
-        """Send ``interrupt`` or ``abort`` to every connected rank."""
+        """Send ``interrupt``, ``abort`` or ``beat`` to every connected rank."""
         for conn, state in list(self._conns.items()):
             if state.get("rank") is None:
                 continue
@@ -217,8 +244,12 @@ class Switchboard:
                 return None
             state["rank"] = rank
             self.ranks[rank] = RankState(rank, int(msg.get("pid", 0)), str(msg.get("host", "")), True)
+            self._heard[rank] = time.monotonic()
             return Event("hello", rank, msg)
         rank = state["rank"]
+        self._heard[rank] = time.monotonic()
+        if kind == "beat":
+            return None
         if kind in ("error", "done"):
             self.ranks[rank].ended = kind
             self.ranks[rank].reason = str(msg.get("reason", ""))

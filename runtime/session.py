@@ -493,7 +493,11 @@ class Session:
             reason = "aborted by a second Ctrl-C"
         details = "".join(traceback.format_exception(error))
         if self.lifeline is not None:
-            self.lifeline.send("error", reason=reason)
+            # a lost peer or a Horovod shutdown is another rank's failure seen from here
+            from .channels import PeerLost
+
+            secondary = isinstance(error, PeerLost) or "Horovod has been shut down" in str(error)
+            self.lifeline.send("error", reason=reason, secondary=secondary)
         with contextlib.suppress(OSError):  # e.g. a read-only run directory: the reason went over the lifeline
             _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)
         if self.rank == 0:

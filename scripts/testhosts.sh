@@ -9,6 +9,7 @@
 #   scripts/testhosts.sh link HOST up|down   bring HOST's link up or down (cable pulled)
 #   scripts/testhosts.sh hide HOST PATH  make PATH look empty on HOST for new ssh sessions
 #                                        (e.g. the venv: a host without the project installed)
+#   scripts/testhosts.sh unhide HOST PATH    show PATH on HOST again
 #
 # Each host is a network namespace <prefix>-hI with an interface named <prefix>0 that
 # holds <subnet>.(10+I)/24, joined by a veth pair to the bridge <prefix>0 in the root
@@ -455,6 +456,17 @@ do_hide() {
   log "$2 now looks empty on $(ns_name "$i") (undone by down)"
 }
 
+do_unhide() {
+  [ $# -eq 2 ] || { log "usage: $0 unhide HOST PATH"; exit 2; }
+  local i pid
+  lock
+  i="$(host_index "$1")"
+  pid="$(sshd_pid "$i" 2>/dev/null || true)"
+  alive "$pid" || die "sshd of $(ns_name "$i") is not running"
+  nsenter --target "$pid" --mount -- umount "$2" || die "$2 is not hidden on $(ns_name "$i")"
+  log "$2 is visible again on $(ns_name "$i")"
+}
+
 # One change at a time per prefix (two `up`s at once would tear down each other's hosts).
 # The (empty) lock file ${TMPDIR:-/tmp}/<prefix>-testhosts.lock is kept.
 lock() {
@@ -475,5 +487,6 @@ case "$cmd" in
   exec) do_exec "$@" ;;
   link) do_link "$@" ;;
   hide) do_hide "$@" ;;
+  unhide) do_unhide "$@" ;;
   *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
