@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -78,12 +79,16 @@ class Profile:
     steps_per_s: float
 
 
-def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: int) -> float:
+def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: int, network_rtt: float = 0.0) -> float:
     """Steps/s of ``policy`` on ``workers`` ranks, from ``single``'s profile.
 
     Each rank's time per iteration follows from the part times split over the ranks that
     share them; overlapped policies (lag ≥ 1, asynchronous) take the slowest role instead
-    of the sum; no policy beats the whole work spread over ``min(workers, cores)`` cores."""
+    of the sum; no policy beats the whole work spread over ``min(workers, cores)`` cores.
+    ``network_rtt`` (seconds; ranks on other hosts) adds to every round trip: a request
+    and its answer, an allreduce, a one-way message (half)."""
+    round_trip, allreduce = ROUND_TRIP_S + network_rtt, ALLREDUCE_S + network_rtt
+    transfer = TRANSFER_S + network_rtt / 2
     p = profile.parts
     infer, env, buf = p["inference"], p["env"], p["buffer"]
     update = p["update"] + p["loop"]
@@ -94,20 +99,20 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
         t = total
     elif policy.cut == "experience":
         actors = policy.env_workers(workers)
-        act = infer + (env + buf) / actors + TRANSFER_S
-        learn = update + other + TRANSFER_S
+        act = infer + (env + buf) / actors + transfer
+        learn = update + other + transfer
         overlapped = policy.lag > 0 or policy.asynchronous
         t = max(act, learn) if overlapped else act + learn
         t = max(t, (actors * act + learn) / used)
     elif policy.cut == "env":
         workers_env = policy.env_workers(workers)
-        t = infer + buf + update + other + env / workers_env + profile.env_calls * ROUND_TRIP_S
-        t = max(t, (total + profile.env_calls * ROUND_TRIP_S) / used)
+        t = infer + buf + update + other + env / workers_env + profile.env_calls * round_trip
+        t = max(t, (total + profile.env_calls * round_trip) / used)
     else:  # gradients: every rank acts for its share of envs and learns on its share of the batch
         n = policy.learner_workers(workers)
         # a small network's update step is mostly fixed cost: a smaller batch saves only part of it
         per_rank = infer + (env + buf) / n + update * (0.5 + 0.5 / n) + other
-        t = max(per_rank, n * per_rank / used) + profile.grad_steps * ALLREDUCE_S
+        t = max(per_rank, n * per_rank / used) + profile.grad_steps * allreduce
     return profile.steps_per_iteration / t if t > 0 else 0.0
 
 
@@ -119,6 +124,25 @@ def profile_of(records: Sequence[dict[str, Any]], env_calls: int, grad_steps: in
     steps = steady[-1]["env_steps"] - records[0]["env_steps"] if len(records) > 1 else steady[-1]["env_steps"]
     per_iteration = steps // len(steady)
     return Profile(per_iteration, env_calls, grad_steps, parts, steps / span if span > 0 else 0.0)
+
+
+def network_rtt(hosts: Sequence[str], port: int = 22, tries: int = 5) -> float:
+    """Median TCP connect time (one round trip) to the first remote host's ssh port; 0 when
+    every host is this machine or none answers."""
+    from .hosts import Cluster
+
+    remote = Cluster(tuple(hosts)).remote()
+    if not remote:
+        return 0.0
+    times = []
+    for _ in range(tries):
+        started = time.perf_counter()
+        try:
+            socket.create_connection((remote[0], port), timeout=2.0).close()
+        except OSError:
+            return 0.0
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
 
 
 def local_cores() -> int:
@@ -184,8 +208,9 @@ class Chooser:
         profile = profile_of(records, self.env_calls, self.grad_steps)
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
+        rtt = network_rtt(self.hosts)
         for c in self.candidates:
-            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores)
+            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt)
         done = records[-1]["env_steps"]
         # the run as long as it would be at the best predicted speed: calibration stays within
         # its share even of the faster run it buys

@@ -37,6 +37,16 @@ def test_the_model_sends_an_expensive_env_to_actors_and_keeps_a_cheap_one_home()
     # central inference pays a round trip per env step; lockstep actors add their parts
     lockstep = predict(env_heavy, dataclasses.replace(POLICIES["actors-learner"], lag=0), 3, cores=2)
     assert lockstep < predict(env_heavy, POLICIES["actors-learner"], 3, cores=2)
+    # across hosts a round trip per env step costs more than one message per iteration
+    for policy in ("central-inference", "actors-learner", "multi-learner"):
+        assert predict(env_heavy, POLICIES[policy], 3, 2, network_rtt=0.005) < predict(
+            env_heavy, POLICIES[policy], 3, 2
+        )
+    far = {
+        p: predict(env_heavy, POLICIES[p], 3, cores=2, network_rtt=0.005)
+        for p in ("central-inference", "actors-learner")
+    }
+    assert far["central-inference"] < 0.5 * far["actors-learner"]
 
 
 def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024) -> list[dict]:
