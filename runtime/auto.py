@@ -47,6 +47,7 @@ ROUND_TRIP_S = 0.0004  # one request and answer over a channel (central inferenc
 ALLREDUCE_S = 0.0034  # one Horovod allreduce of a small network's gradients
 TRANSFER_S = 0.001  # one rollout or weights message over a channel
 START_S = 10.0  # starting a distributed build (horovodrun, TensorFlow, tracing) until measured
+ALLREDUCE_RTTS = 6  # network round trips per allreduce across hosts (benchmarks/host_latency.py: 6-8)
 
 
 @dataclass
@@ -86,8 +87,9 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
     share them; overlapped policies (lag ≥ 1, asynchronous) take the slowest role instead
     of the sum; no policy beats the whole work spread over ``min(workers, cores)`` cores.
     ``network_rtt`` (seconds; ranks on other hosts) adds to every round trip: a request
-    and its answer, an allreduce, a one-way message (half)."""
-    round_trip, allreduce = ROUND_TRIP_S + network_rtt, ALLREDUCE_S + network_rtt
+    and its answer, a one-way message (half), and an allreduce (:data:`ALLREDUCE_RTTS` of
+    them: Horovod's negotiation with its coordinator, then the ring)."""
+    round_trip, allreduce = ROUND_TRIP_S + network_rtt, ALLREDUCE_S + ALLREDUCE_RTTS * network_rtt
     transfer = TRANSFER_S + network_rtt / 2
     p = profile.parts
     infer, env, buf = p["inference"], p["env"], p["buffer"]
