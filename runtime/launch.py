@@ -388,9 +388,13 @@ def run_distributed(
     if cluster.remote():
         update_run_json(run_dir, cluster=cluster.record())
     job = _Job(info, cmd, run_dir, quiet, cluster, bind)
+    # Ctrl-C (SIGINT) stops the run cleanly even where it started with SIGINT ignored (a
+    # background job of a non-interactive shell), as under `single`, whose session installs its own
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = job.watch()
     finally:
+        signal.signal(signal.SIGINT, previous)
         job.close()
     message = job.report(code)
     if message is not None:
