@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hostsupport import testhosts_fixture  # noqa: F401  (the session's one `testhosts` fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.rl.yaml"))

@@ -1,8 +1,7 @@
 """Separate test hosts for pytest: network namespaces with their own sshd (scripts/testhosts.sh).
 
-Use the session-scoped fixture in a test module::
-
-    from hostsupport import testhosts_fixture  # noqa: F401  (registers the fixture `testhosts`)
+tests/conftest.py registers the session-scoped fixture once (a module that imported it
+would get its own instance, which waits for the first one's lock)::
 
     def test_something(testhosts):
         r = subprocess.run(testhosts.horovodrun(2) + [sys.executable, "x.py"], env=testhosts.env, ...)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostsupport import TestHosts, testhosts_fixture  # noqa: F401  (registers the fixture `testhosts`)
+from hostsupport import TestHosts
 
 from conftest import ROOT
 

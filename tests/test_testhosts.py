@@ -19,7 +19,6 @@ from hostsupport import (
     leftovers,
     run_script,
     script_env,
-    testhosts_fixture,  # noqa: F401  (registers the fixture `testhosts`)
 )
 
 PROBE_TIMEOUT_S = 90  # typically 12-17 s here; 30 s with the 2 cores shared by other test runs
