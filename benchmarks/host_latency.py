@@ -15,7 +15,6 @@ reference. The hosts are always torn down. Prints one table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -23,11 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlgen.runtime.bench import run_policy
+from rlgen.runtime.bench import PolicyResult, read_run, run_policy, speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 
 PREFIX, SUBNET = "rlgb", "192.168.215"  # not the tests' nor the user's default hosts
+WARMUP = 2  # iterations left out of the rates (tracing)
 POLICIES = ["actors-learner", "async-actors", "central-inference", "multi-learner"]
 
 
@@ -77,20 +77,11 @@ class Delay:
             subprocess.run(cmd, capture_output=True)
 
 
-def spec_without_eval(tmp: Path) -> Path:
-    text = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
-    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", text)
-    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
-    out = tmp / "ppo-cartpole.rl.yaml"
-    out.write_text(text)
-    return out
-
-
-def steady_rate(run_dir: Path) -> float:
-    """Steps/s after the first two iterations."""
-    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    first, last = rows[1], rows[-1]
-    return (last["env_steps"] - first["env_steps"]) / (last["time"] - first["time"])
+def cell(result: PolicyResult, run_dir: Path) -> str:
+    """Steps/s after the first :data:`WARMUP` iterations, or why the run failed."""
+    if not result.ok:
+        return f"failed: {result.error[:60]}"
+    return f"{read_run(run_dir, result.policy, result.workers, None, WARMUP).steps_per_s:,.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rlgen-latency-") as tmp_name:
         tmp = Path(tmp_name)
         state = tmp / "hosts"
-        spec = spec_without_eval(tmp)
+        spec = speed_only(ROOT / "examples" / "ppo-cartpole.rl.yaml", tmp)
         delay, how = Delay(), set()
         script(state, "up", "2")
         try:
@@ -110,16 +101,15 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["PATH"] = f"{state}/bin{os.pathsep}{os.environ['PATH']}"  # the ssh that knows the hosts
             hosts = env["RLGEN_TESTHOSTS_HOSTS"]
             single = run_policy(spec, "single", 1, args.iterations, tmp / "single", None)
-            ref = f"{steady_rate(tmp / 'single'):,.0f}" if single.ok else f"failed: {single.error[:60]}"
+            ref = cell(single, tmp / "single")
             rows: dict[str, list[str]] = {}
             for ms in delays:
                 how.add(delay.set(ms))
                 for policy in POLICIES:
                     run_dir = tmp / f"{policy}-{ms:g}"
                     r = run_policy(spec, policy, 2, args.iterations, run_dir, None, extra=["--hosts", hosts])
-                    cell = f"{steady_rate(run_dir):,.0f}" if r.ok else f"failed: {r.error[:60]}"
-                    rows.setdefault(policy, []).append(cell)
-                    print(f"{policy} at +{ms:g} ms: {cell}", file=sys.stderr, flush=True)
+                    rows.setdefault(policy, []).append(cell(r, run_dir))
+                    print(f"{policy} at +{ms:g} ms: {rows[policy][-1]}", file=sys.stderr, flush=True)
         finally:
             delay.clear()
             script(state, "down")

@@ -15,13 +15,14 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from rlgen.runtime.bench import speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = [("actors-learner", 3), ("async-actors", 3), ("central-inference", 2), ("multi-learner", 2)]
@@ -30,13 +31,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def spec(tmp: Path) -> Path:
-    text = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
-    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", text)
-    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
-    text = re.sub(r"checkpoint: \{[^}]*\}", "checkpoint: {every: 1024, keep: 3}", text)
-    out = tmp / "ppo-cartpole.rl.yaml"
-    out.write_text(text)
-    return out
+    return speed_only(ROOT / "examples" / "ppo-cartpole.rl.yaml", tmp, checkpoint_every=1024)
 
 
 def trial(i: int, path: Path, tmp: Path, rng: random.Random) -> dict:

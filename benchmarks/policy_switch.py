@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgen.runtime.auto import PROFILE_ITERATIONS
-from rlgen.runtime.bench import run_policy
+from rlgen.runtime.bench import run_policy, speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("inference", "env", "buffer", "update", "comm", "other")
@@ -56,15 +56,6 @@ WORKLOADS = {
 CANDIDATES = [("single", 1)] + [
     (p, w) for p in ("actors-learner", "async-actors", "central-inference", "multi-learner") for w in (2, 3)
 ]
-
-
-def without_eval(spec: Path, tmp: Path) -> Path:
-    """A copy of the spec with periodic evaluation and the return target off (speed only)."""
-    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", spec.read_text())
-    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
-    out = tmp / spec.name
-    out.write_text(text)
-    return out
 
 
 def rates(run_dir: Path, warmup: int) -> dict:
@@ -89,7 +80,7 @@ def rates(run_dir: Path, warmup: int) -> dict:
 
 
 def measure(workload: Workload, tmp: Path) -> list[dict]:
-    spec = without_eval(workload.spec, tmp)
+    spec = speed_only(workload.spec, tmp)
     out = []
     for policy, workers in CANDIDATES:
         name = f"{policy}-{workers}"
@@ -105,7 +96,7 @@ def measure(workload: Workload, tmp: Path) -> list[dict]:
 def run_auto(workload: Workload, tmp: Path) -> dict:
     """``rlgen run --policy auto`` on the workload (evaluation off, its default calibration
     budget: 10% of the spec's whole run), stopped a few iterations after it has chosen."""
-    spec = without_eval(workload.spec, tmp)
+    spec = speed_only(workload.spec, tmp)
     run_dir = tmp / "auto"
     result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)  # 1: this machine's default
     if not result.ok:

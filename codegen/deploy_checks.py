@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
@@ -96,10 +97,8 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
                 f"minibatch {comp.get('minibatch')} does not split evenly over {learners} learners",
                 f"use a multiple of {learners}",
             )
-    slots = 0
+    slots = slots_of(spec.deploy.hosts)
     for i, host in enumerate(spec.deploy.hosts):
-        _, _, count = host.rpartition(":")
-        slots += int(count) if count.isdigit() else 0
         if host in spec.deploy.hosts[:i]:
             yield error(
                 "E604",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rlgen.codegen.ir import FDG, Fragment, Port, ProcessSet, RankInfo, Step, Tensor, Transfer
@@ -418,6 +418,11 @@ def fuse_loop(fdg: FDG, ctx: Context) -> FDG:
 
 
 # --- 5. placement -------------------------------------------------------------------
+def slots_of(hosts: Sequence[str]) -> int:
+    """The slots ``host:slots`` entries offer (an entry without a count offers 1)."""
+    return sum(int(slots) if slots.isdigit() else 1 for _, _, slots in (h.rpartition(":") for h in hosts))
+
+
 def host_of_ranks(hosts: tuple[str, ...], workers: int) -> list[str]:
     """Rank → host, filling each ``host:slots`` in order (``localhost`` when none given)."""
     out: list[str] = []

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
 
 #: The most calibration may cost, as a share of the run's expected length.
@@ -158,7 +159,7 @@ def worker_counts(hosts: Sequence[str], cores: int, given: int) -> list[int]:
     """Worker counts to try: up to the hosts' slots, or ``given`` (``--workers``), or this
     machine's cores + 1 (at most :data:`MAX_LOCAL_WORKERS`)."""
     if hosts:
-        limit = sum(int(h.rpartition(":")[2]) for h in hosts)
+        limit = slots_of(hosts)
     elif given > 1:
         limit = given
     else:

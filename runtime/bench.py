@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,13 +38,28 @@ class PolicyResult:
     ms_per_iteration: dict[str, float] = field(default_factory=dict)
 
 
-def read_run(run_dir: Path, policy: str, workers: int, target: float | None) -> PolicyResult:
+def speed_only(spec: Path, tmp: Path, checkpoint_every: int | None = None) -> Path:
+    """A copy of ``spec`` in ``tmp`` with periodic evaluation and the return target off (and,
+    with ``checkpoint_every``, checkpoints that often): for measuring speed and faults."""
+    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", spec.read_text())
+    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
+    if checkpoint_every is not None:
+        text = re.sub(r"checkpoint: \{[^}]*\}", f"checkpoint: {{every: {checkpoint_every}, keep: 3}}", text)
+    out = tmp / spec.name
+    out.write_text(text)
+    return out
+
+
+def read_run(run_dir: Path, policy: str, workers: int, target: float | None, warmup: int = 1) -> PolicyResult:
+    """The run's figures; rates and per-part times leave out the first ``warmup`` iterations
+    (the first traces and compiles)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     if not rows:
         return PolicyResult(policy, workers, False, "no metrics written")
-    steady = rows[1:] or rows  # the first iteration traces and compiles: rates leave it out
-    span = steady[-1]["time"] - (rows[0]["time"] if len(rows) > 1 else 0.0)
-    steps = steady[-1]["env_steps"] - (rows[0]["env_steps"] if len(rows) > 1 else 0)
+    warmup = min(warmup, len(rows) - 1)
+    steady = rows[warmup:]
+    span = steady[-1]["time"] - (rows[warmup - 1]["time"] if warmup else 0.0)
+    steps = steady[-1]["env_steps"] - (rows[warmup - 1]["env_steps"] if warmup else 0)
     result = PolicyResult(
         policy,
         workers,

@@ -145,7 +145,7 @@ def _cluster(args: argparse.Namespace, info, recorded: dict):
         args.ssh_port or was.get("ssh_port"),
         args.ssh_identity_file or was.get("ssh_identity"),
     )
-    slots = sum(int(h.rpartition(":")[2]) if h.rpartition(":")[2].isdigit() else 1 for h in cluster.hosts)
+    slots = cluster.slots()
     if cluster.hosts and slots < info.workers:
         print(
             f"rlgen run: error: the hosts {','.join(cluster.hosts)} offer {slots} slot(s) for the build's "

@@ -66,6 +66,11 @@ class Cluster:
 
         return host_of_ranks(self.hosts, workers)
 
+    def slots(self) -> int:
+        from rlgen.codegen.passes import slots_of
+
+        return slots_of(self.hosts)
+
     def remote(self) -> list[str]:
         """The hosts that are not this machine (each reached over ssh)."""
         return [n for n in self.names() if not is_local(n)]
@@ -159,8 +164,11 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _check(cluster: Cluster, host: str, ranks: list[int], build_dir: Path, run_dir: Path) -> tuple[str | None, dict]:
-    """One host's problem (None if it can run its ranks) and its answer."""
+def _check(
+    cluster: Cluster, host: str, ranks: list[int], build_dir: Path, run_dir: Path, digests: tuple[str, str]
+) -> tuple[str | None, dict]:
+    """One host's problem (None if it can run its ranks) and its answer. ``digests``: this
+    machine's ``plan.json`` and ``run.json``, which the host must see the same."""
     who = f"host {host} ({_ranks(ranks)})"
     plan, run_json = build_dir.resolve() / "plan.json", run_dir.resolve() / "run.json"
     command = shlex.join([sys.executable, "-c", _PROBE, str(plan), str(run_json)])
@@ -188,10 +196,10 @@ def _check(cluster: Cluster, host: str, ranks: list[int], build_dir: Path, run_d
     info = json.loads(answer.split(" ", 1)[1])
     if info["missing"]:
         return f"{who} cannot import {'; '.join(info['missing'])} with {sys.executable}", info
-    if info["plan"] != _digest(plan):
+    if info["plan"] != digests[0]:
         what = "has no" if not info["plan"] else "has a different"
         return f"{who} {what} build at {build_dir.resolve()}: put builds on a filesystem every host shares", info
-    if info["run"] != _digest(run_json):
+    if info["run"] != digests[1]:
         return (
             f"{who} does not see the run directory {run_dir.resolve()}: every rank writes there, so it must be "
             "on a filesystem every host shares (choose one with --run-dir)",
@@ -227,8 +235,9 @@ def preflight(cluster: Cluster, workers: int, build_dir: Path, run_dir: Path) ->
                 "hosts could not reach it; map the hostname to this machine's cluster address in /etc/hosts, "
                 "or run ranks only on the other hosts"
             )
+    digests = (_digest(build_dir / "plan.json"), _digest(run_dir / "run.json"))
     with ThreadPoolExecutor(len(remote)) as pool:
-        answers = list(pool.map(lambda h: _check(cluster, h, ranks_of[h], build_dir, run_dir), remote))
+        answers = list(pool.map(lambda h: _check(cluster, h, ranks_of[h], build_dir, run_dir, digests), remote))
     problems = [p for p, _ in answers if p]
     if problems:
         raise HostError("; ".join(problems))

@@ -101,11 +101,14 @@ def describe(info: BuildInfo, cmd: list[str] | None) -> str:
     return "\n".join(lines)
 
 
-def update_run_json(run_dir: Path, **fields) -> None:
-    """Set ``fields`` in the run's ``run.json`` (written whole, then moved into place)."""
+def update_run_json(run_dir: Path, drop: tuple[str, ...] = (), **fields) -> None:
+    """Set ``fields`` in the run's ``run.json`` and remove the keys in ``drop`` (written
+    whole, then moved into place)."""
     path = run_dir / "run.json"
     doc = json.loads(path.read_text()) if path.exists() else {}
     doc.update(fields)
+    for key in drop:
+        doc.pop(key, None)
     tmp = path.with_name(".run.json.tmp")
     tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     os.replace(tmp, path)
@@ -131,10 +134,7 @@ def prepare_run_dir(run_dir: Path, info: BuildInfo, resume: bool) -> None:
         if not os.access(run_dir, os.W_OK):
             raise LaunchError(f"run directory {run_dir} is not writable")
         shutil.rmtree(run_dir / "ranks", ignore_errors=True)
-        doc = json.loads((run_dir / "run.json").read_text())
-        if "error" in doc:  # the failure this launch recovers from
-            doc.pop("error")
-            (run_dir / "run.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        update_run_json(run_dir, drop=("error",))  # the failure this launch recovers from
         return
     if run_dir.exists() and any(run_dir.iterdir()):
         raise LaunchError(f"run directory {run_dir} exists and is not empty; choose another or use --resume")

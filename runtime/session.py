@@ -486,7 +486,8 @@ class Session:
         import traceback
 
         first = next((ln.strip() for ln in str(error).splitlines() if ln.strip() and "execution error" not in ln), "")
-        if "Horovod has been shut down" in str(error):
+        horovod_down = "Horovod has been shut down" in str(error)
+        if horovod_down:
             first = "stopped because another rank failed (Horovod shut down)"
         reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
         if isinstance(error, KeyboardInterrupt):
@@ -496,7 +497,7 @@ class Session:
             # a lost peer or a Horovod shutdown is another rank's failure seen from here
             from .channels import PeerLost
 
-            secondary = isinstance(error, PeerLost) or "Horovod has been shut down" in str(error)
+            secondary = horovod_down or isinstance(error, PeerLost)
             self.lifeline.send("error", reason=reason, secondary=secondary)
         with contextlib.suppress(OSError):  # e.g. a read-only run directory: the reason went over the lifeline
             _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)

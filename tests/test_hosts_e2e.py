@@ -11,7 +11,6 @@ reason, where the machine cannot host them.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from hostsupport import TestHosts
+
+from rlgen.runtime.bench import speed_only
 
 from conftest import ROOT
 
@@ -29,13 +30,7 @@ ITERATIONS = 4
 
 
 def _spec(tmp: Path, checkpoint_every: int = 20000) -> Path:
-    text = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
-    text = re.sub(r"eval: \{[^}]*\}", "eval: {every: 0}", text)
-    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", text)
-    text = re.sub(r"checkpoint: \{[^}]*\}", f"checkpoint: {{every: {checkpoint_every}, keep: 3}}", text)
-    out = tmp / "ppo-cartpole.rl.yaml"
-    out.write_text(text)
-    return out
+    return speed_only(ROOT / "examples" / "ppo-cartpole.rl.yaml", tmp, checkpoint_every)
 
 
 def _args(spec: Path, tmp: Path, policy: str, run_dir: Path, hosts: str | None) -> list[str]:
