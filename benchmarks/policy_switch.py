@@ -16,8 +16,9 @@ and milliseconds per iteration for each part come from the run's metrics, leavin
 first iterations (tracing, warm-up). ``rank 0`` is the learner (or the only rank);
 ``others`` is the mean of the other ranks (actors, env workers, other learners). Then
 ``--policy auto`` runs on the same workload, and the table says what it chose and what
-its calibration cost. With ``--target-seeds``, time to the example's target return per
-seed, for ``single`` and the overlapped ``actors-learner``, with the spec as it is.
+its calibration cost. With ``--target-seeds``, time and env steps to the example's target
+return per seed, for ``single`` and every distributed policy on 2 workers, with the spec as
+it is (its 100k-step budget).
 
 Ratios are only meaningful within one run of this script: the machine is shared.
 """
@@ -33,6 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlgen.codegen.policies import POLICIES
 from rlgen.runtime.auto import PROFILE_ITERATIONS
 from rlgen.runtime.bench import run_policy, speed_only
 
@@ -161,15 +163,16 @@ def time_to_target(spec: Path, seeds: list[int], tmp: Path) -> dict:
     """Wall time of the run's own clock until the target return, per policy and seed (spec as is)."""
     target = float(re.search(r"mean_return: ([-\d.]+)", spec.read_text()).group(1))
     out: dict = {"target": target}
-    for policy, workers in (("single", 1), ("actors-learner", 2)):
-        times = []
+    for policy, workers in (("single", 1), *((p, 2) for p in POLICIES if p != "single")):
+        times, steps = [], []
         for seed in seeds:
             seeded = tmp / f"seed{seed}-{spec.name}"
             seeded.write_text(re.sub(r"  seed: \d+", f"  seed: {seed}", spec.read_text()))
             r = run_policy(seeded, policy, workers, None, tmp / f"t-{policy}-{seed}", target, timeout=1800)
             times.append(r.time_to_target)
+            steps.append(r.steps_to_target)
             print(f"  {policy} seed {seed}: {_fmt(r.time_to_target)} s to {target:g} ({r.steps_to_target} steps)")
-        out[f"{policy}-{workers}"] = times
+        out[f"{policy}-{workers}"] = {"seconds": times, "steps": steps}
     return out
 
 
@@ -198,11 +201,18 @@ def main(argv: list[str] | None = None) -> int:
             print(table(name, result["rows"]) + "\n" + auto_line(result["auto"], result["rows"], total) + "\n")
     if "time_to_target" in results:
         t = results["time_to_target"]
-        for key, times in t.items():
-            if key != "target":
-                done = [x for x in times if x is not None]
-                median = _fmt(statistics.median(done)) if done else "-"
-                print(f"time to {t['target']:g}, {key}: {times} (median {median})")
+        base = None
+        for key, run in t.items():
+            if key == "target":
+                continue
+            done = [x for x in run["seconds"] if x is not None]
+            median = statistics.median(done) if len(done) == len(run["seconds"]) else None
+            base = median if key == "single-1" else base
+            versus = f", {median / base:.2f}x single" if median and base else ""
+            print(
+                f"time to {t['target']:g}, {key}: {run['seconds']} s, {run['steps']} steps "
+                f"(median {_fmt(median)} s{versus}; reached on {len(done)} of {len(run['seconds'])} seeds)"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
