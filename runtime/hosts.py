@@ -19,6 +19,7 @@ address the launcher's lifeline listens on unless ``--network-interface`` names 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -109,7 +110,13 @@ class Cluster:
 
 
 def is_local(name: str) -> bool:
-    return name in _LOCAL_NAMES or name.startswith("127.") or name in (socket.gethostname(), socket.getfqdn())
+    return name in _LOCAL_NAMES or name.startswith("127.") or name in _own_names()
+
+
+@functools.cache
+def _own_names() -> tuple[str, str]:
+    """This machine's hostname and fully qualified name (the latter may ask DNS: once)."""
+    return socket.gethostname(), socket.getfqdn()
 
 
 def read_hostfile(path: str | Path) -> list[str]:
