@@ -57,6 +57,40 @@ def _hostfile(value: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _setting(value: str):
+    from rlgen.dsl.overrides import OverrideError, parse_setting
+
+    try:
+        return parse_setting(value)
+    except OverrideError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def setting_args(p: argparse.ArgumentParser) -> None:
+    """``--seed`` and ``--set``: any value of the spec, for this command only."""
+    g = p.add_argument_group("overrides (this command only; the file is unchanged)")
+    g.add_argument("--seed", type=int, metavar="N", help="the run's seed (train.seed)")
+    g.add_argument(
+        "--set",
+        type=_setting,
+        action="append",
+        metavar="PATH=VALUE",
+        help="set a value, checked as if written in the file (repeatable): e.g. components.learner.lr=3e-4, "
+        "networks.pi.hidden=[128,128]",
+    )
+
+
+def override_argv(args: argparse.Namespace) -> list[str]:
+    """``--seed``/``--set`` as given, for the commands this one starts (calibration, bench rows)."""
+    return [word for s in settings_given(args) for word in s.flag.split(" ", 1)]
+
+
+def settings_given(args: argparse.Namespace) -> tuple:
+    from rlgen.dsl.overrides import settings_of
+
+    return settings_of(getattr(args, "seed", None), getattr(args, "set", None))
+
+
 def _deploy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("deployment overrides (the algorithm part of the spec is unchanged)")
     g.add_argument("--policy", help="distribution policy: single, actors-learner, central-inference, multi-learner")
@@ -70,12 +104,14 @@ def _deploy_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="hosts and slots from a file of 'HOST slots=N' lines (as horovodrun reads it)",
     )
+    setting_args(p)
 
 
 def deploy_overrides(args: argparse.Namespace) -> dict:
-    """The deploy overrides of a command (``--policy``, ``--workers``, ``--hosts``), as keyword
-    arguments of :func:`rlgen.api.validate_file`: every command applies them this one way."""
-    return {"policy": args.policy, "workers": args.workers, "hosts": args.hosts}
+    """The overrides of a command (``--policy``, ``--workers``, ``--hosts``, ``--seed``,
+    ``--set``), as keyword arguments of :func:`rlgen.api.validate_file`: every command applies
+    them this one way."""
+    return {"policy": args.policy, "workers": args.workers, "hosts": args.hosts, "settings": settings_given(args)}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -70,7 +70,9 @@ def render_build(result: Result, spec_file: str) -> Build:
     plan = lower(fdg, ctx, meta, ident(package_name(spec.name)))
     files = render_plan(plan)
     files["fdg.json"] = to_json(fdg)
-    files["spec.resolved.json"] = json.dumps(spec.to_dict(), indent=2) + "\n"
+    # the --set/--seed a command gave are recorded with it (deploy overrides show in `deploy`)
+    settings = {"overrides": list(result.settings)} if result.settings else {}
+    files["spec.resolved.json"] = json.dumps({**spec.to_dict(), **settings}, indent=2) + "\n"
     files["fdg.dot"] = dot.to_dot(fdg, to_data(meta))  # a picture: `rlgen graph --format svg` (or Graphviz's dot)
     return Build(fdg, files)
 

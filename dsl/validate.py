@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rlgen.dsl.checks import Context, run_checks
 from rlgen.dsl.dataflow import Dataflow, analyze
 from rlgen.dsl.diagnostics import Diagnostic, has_errors
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.findings import Finding
+from rlgen.dsl.overrides import Overrides, Setting, apply_overrides, flagged
 from rlgen.dsl.schema import check_schema, integral
 from rlgen.dsl.spec import Spec, build_spec
 from rlgen.dsl.yamlload import SourceMap, YamlError, load_yaml, read_spec
@@ -31,6 +30,8 @@ class Result:
     spec: Spec | None = None
     flow: Dataflow | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    overrides: tuple[str, ...] = ()  # the command line's changes to the file, as flags
+    settings: tuple[str, ...] = ()  # those of them that change more than the deployment
 
     @property
     def ok(self) -> bool:
@@ -38,7 +39,8 @@ class Result:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """Of the text, and of the settings when there are any (the same file builds otherwise)."""
+        return hashlib.sha256("\n".join([self.text, *self.settings]).encode("utf-8")).hexdigest()
 
 
 def locate(f: Finding, smap: SourceMap) -> Diagnostic:
@@ -50,48 +52,6 @@ def locate(f: Finding, smap: SourceMap) -> Diagnostic:
     return Diagnostic(f.code, f.severity, f.message, smap.file, line, col, f.path, f.hint, f.length)
 
 
-@dataclass(frozen=True)
-class Overrides:
-    """Deploy settings given on the command line (``--policy``, ``--workers``, ``--hosts``);
-    ``None`` keeps the spec's own."""
-
-    policy: str | None = None
-    workers: int | None = None
-    hosts: tuple[str, ...] | None = None
-
-    def given(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-def apply_overrides(data: Any, overrides: Overrides, min_workers: Callable[[str], int] | None = None) -> Any:
-    """The document with command-line deploy overrides written into its ``deploy`` section,
-    before the schema checks it (so the same bounds apply to both). Without ``workers``, a
-    policy other than the spec's gets ``min_workers(policy)`` if that rule is given, else the
-    spec's worker count."""
-    if not overrides.given() or not isinstance(data, dict):
-        return data
-    dep = data.get("deploy")
-    dep = dict(dep) if isinstance(dep, dict) else {}
-    workers = overrides.workers
-    if overrides.policy is not None:
-        if workers is None and min_workers is not None and overrides.policy != dep.get("policy", "single"):
-            workers = min_workers(overrides.policy)
-        dep["policy"] = overrides.policy
-    if workers is not None:
-        dep["workers"] = workers
-    if overrides.hosts is not None:
-        dep["hosts"] = list(overrides.hosts)
-    return {**data, "deploy": dep}
-
-
-def _flagged(f: Finding, overrides: Overrides) -> Finding:
-    """Say which command-line flag gave the value a deploy finding is about."""
-    path = f.path
-    if len(path) >= 2 and path[0] == "deploy" and path[1] in overrides.given():
-        return dataclasses.replace(f, message=f"{f.message} (given by --{path[1]})")
-    return f
-
-
 def validate_text(
     text: str,
     file: str = "<string>",
@@ -100,17 +60,30 @@ def validate_text(
     policy: str | None = None,
     workers: int | None = None,
     hosts: Iterable[str] | None = None,
+    settings: Sequence[Setting] = (),
     min_workers: Callable[[str], int] | None = None,
 ) -> Result:
-    """Validate a spec given as text; never raises for bad input."""
+    """Validate a spec given as text, with the command line's overrides (rlgen.dsl.overrides);
+    never raises for bad input."""
     result = Result(file, text)
     try:
         data, smap = load_yaml(text, file)
     except YamlError as exc:
         result.diagnostics = exc.diagnostics
         return result
-    overrides = Overrides(policy, workers, tuple(hosts) if hosts is not None else None)
+    overrides = Overrides(policy, workers, tuple(hosts) if hosts is not None else None, tuple(settings))
+    result.overrides = tuple(overrides.record())
+    result.settings = tuple(s.flag for s in overrides.settings)
     return _validate_data(result, data, smap, tuple(extra_checks), overrides, min_workers)
+
+
+def _place(f: Finding, overrides: Overrides, smap: SourceMap) -> Diagnostic:
+    """A finding at its line of the file, or, about a value the command line gave, at that
+    flag (no line: the file does not hold the value)."""
+    given = flagged(f, overrides)
+    if given is None:
+        return locate(f, smap)
+    return Diagnostic(given.code, given.severity, given.message, smap.file, 0, 0, given.path, given.hint)
 
 
 def validate_file(path: str | Path, **kw) -> Result:
@@ -124,7 +97,7 @@ def validate_file(path: str | Path, **kw) -> Result:
 
 
 def _validate_data(result, data, smap, extra_checks, overrides: Overrides, min_workers) -> Result:
-    data = apply_overrides(data, overrides, min_workers)
+    data, misfits = apply_overrides(data, overrides, min_workers)
     findings = check_schema(data)
     if not findings:
         spec = build_spec(integral(data))
@@ -134,7 +107,8 @@ def _validate_data(result, data, smap, extra_checks, overrides: Overrides, min_w
         for extra in extra_checks:
             findings.extend(extra(spec, flow))
         result.spec, result.flow = spec, flow
-    diags = [locate(_flagged(f, overrides), smap) for f in findings]
+    diags = [_place(f, overrides, smap) for f in findings]
+    diags += [Diagnostic(f.code, f.severity, f.message, smap.file, 0, 0, f.path, f.hint) for f in misfits]
     result.diagnostics = sorted(diags, key=lambda d: (d.line, d.column, d.code))
     if not result.ok:
         result.spec = None

@@ -184,6 +184,7 @@ class Chooser:
         measure: Callable[[Candidate], None] | None = None,
         model: Any = None,
         budget_s: float | None = None,
+        extra: Sequence[str] = (),
     ) -> None:
         self.spec, self.total_steps, self.run_dir, self.hosts = spec, total_steps, run_dir, list(hosts)
         self.env_calls, self.grad_steps = env_calls, grad_steps
@@ -195,6 +196,7 @@ class Chooser:
         self.record: dict[str, Any] = {}
         self.budget_s = budget_s  # None: CALIBRATION_SHARE of the run's expected length
         self.model = model  # the validated spec (rlgen.dsl.spec.Spec), for :meth:`shape`
+        self.extra = list(extra)  # the command line's --seed/--set: candidates run the same algorithm
 
     def shape(self, steps_per_iteration: int) -> None:
         """Env calls and gradient steps per iteration, from the spec and its iteration size."""
@@ -286,7 +288,14 @@ class Chooser:
         try:
             hosts = ["--hosts", ",".join(self.hosts)] if self.hosts else []
             r = run_policy(
-                self.spec, c.policy, c.workers, MEASURE_ITERATIONS, tmp / "run", None, 600, ["--calibrate", *hosts]
+                self.spec,
+                c.policy,
+                c.workers,
+                MEASURE_ITERATIONS,
+                tmp / "run",
+                None,
+                600,
+                ["--calibrate", *hosts, *self.extra],
             )
         finally:
             c.cost_s = time.perf_counter() - started

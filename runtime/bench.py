@@ -127,9 +127,11 @@ def bench(
     iterations: int | None,
     target: float | None = None,
     not_applicable: dict[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> list[PolicyResult]:
-    """Run ``spec`` under each policy (``single`` on 1 worker, the others on ``workers``);
-    ``not_applicable`` maps a policy the spec does not validate under to the reason."""
+    """Run ``spec`` under each policy (``single`` on 1 worker, the others on ``workers``), with
+    ``extra`` arguments to every ``rlgen run`` (e.g. ``--set``); ``not_applicable`` maps a
+    policy the spec does not validate under to the reason."""
     out = []
     with tempfile.TemporaryDirectory(prefix="rlgen-bench-") as tmp:
         for policy in policies:
@@ -137,7 +139,7 @@ def bench(
             if not_applicable and policy in not_applicable:
                 out.append(PolicyResult(policy, n, False, not_applicable[policy], applies=False))
                 continue
-            out.append(run_policy(spec, policy, n, iterations, Path(tmp) / policy, target))
+            out.append(run_policy(spec, policy, n, iterations, Path(tmp) / policy, target, extra=extra))
     return out
 
 

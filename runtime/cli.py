@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from rlgen.cli import EXIT_INVALID as EXIT_FAILED
-from rlgen.cli import EXIT_OK, EXIT_USAGE
+from rlgen.cli import EXIT_OK, EXIT_USAGE, override_argv, setting_args, settings_given
 
 
 def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
@@ -22,10 +22,10 @@ def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
 
     target = Path(args.target)
     if target.is_dir():
-        if args.policy or args.workers or args.hosts:
+        if args.policy or args.workers or args.hosts or settings_given(args):
             print(
-                "rlgen run: error: --policy/--workers/--hosts apply to a spec; a build directory is fixed "
-                "(rebuild it with `rlgen build SPEC --policy ...`)",
+                "rlgen run: error: --policy/--workers/--hosts/--seed/--set apply to a spec; a build directory is "
+                "fixed (rebuild it with `rlgen build SPEC --policy ...`)",
                 file=sys.stderr,
             )
             return None, EXIT_USAGE
@@ -65,8 +65,8 @@ def _chooser(args: argparse.Namespace, result):
     spec, hosts = result.spec, list(result.spec.deploy.hosts)
     candidates = []
     for workers in worker_counts(hosts, local_cores(), spec.deploy.workers):
-        for policy in POLICIES:
-            if policy != "single" and validate_file(args.spec, policy=policy, workers=workers, hosts=hosts).ok:
+        for policy in (p for p in POLICIES if p != "single"):
+            if validate_file(args.spec, policy=policy, workers=workers, hosts=hosts, settings=settings_given(args)).ok:
                 candidates.append((policy, workers))
     # env calls and gradient steps per iteration are set from the single build's plan
     return Chooser(
@@ -79,6 +79,7 @@ def _chooser(args: argparse.Namespace, result):
         hosts=hosts,
         model=spec,
         budget_s=args.calibration_budget,
+        extra=override_argv(args),
     )
 
 
@@ -88,6 +89,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.target is None and args.resume is None:
         print("rlgen run: error: give a spec or build directory, or --resume RUN_DIR", file=sys.stderr)
+        return EXIT_USAGE
+    if args.resume is not None and args.target is None and settings_given(args):
+        print(
+            "rlgen run: error: --seed/--set change the spec; a run resumes with the spec it started with",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.resume is not None:
         run_dir = Path(args.resume)
@@ -262,11 +269,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     skip = {}
     for policy in policies:
         workers = 1 if policy == "single" else args.workers
-        result = validate_file(args.spec, policy=policy, workers=workers)
+        result = validate_file(args.spec, policy=policy, workers=workers, settings=settings_given(args))
         if not result.ok:
             first = next(d for d in result.diagnostics if d.severity is Severity.ERROR)
             skip[policy] = f"{first.message} ({first.code})"
-    results = bench(Path(args.spec), policies, args.workers, args.iterations, not_applicable=skip)
+    results = bench(
+        Path(args.spec), policies, args.workers, args.iterations, not_applicable=skip, extra=override_argv(args)
+    )
     print(format_table(results))
     return EXIT_OK if all(r.ok or not r.applies for r in results) else EXIT_FAILED
 
@@ -335,4 +344,5 @@ def register(sub, deploy_args) -> None:
     )
     p.add_argument("--workers", type=int, default=2, help="workers for the distributed policies (default 2)")
     p.add_argument("--iterations", type=int, default=20, help="iterations per policy (default 20)")
+    setting_args(p)
     p.set_defaults(func=cmd_bench)
