@@ -243,6 +243,8 @@ class Session:
             self.best_eval = (float(state["best_eval"][0]), int(state["best_eval"][1]))
         self._last_checkpoint_steps = self._last_eval_steps = self.start_iteration * self.config.steps_per_iteration
         _drop_rows_after(self.run_dir / "metrics.jsonl", self.start_iteration)
+        # a rank killed between registering a checkpoint and copying its state leaves the copy behind
+        _write_atomic(self.run_dir / "state.json", json.dumps(state))
         if skipped:
             self.progress.note(f"skipped unusable checkpoint(s): {', '.join(skipped)}")
         self.progress.note(f"resumed from {path} at {self._last_checkpoint_steps} env steps")
