@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/learning.py --only dqn-cartpole --seeds 0 --json dqn.json
     .venv/bin/python benchmarks/learning.py --only ppo-acrobot --keep runs/learning   # keep run directories
     .venv/bin/python benchmarks/learning.py --only a2c-cartpole --no-stop            # whole budget, no stop
+    .venv/bin/python benchmarks/learning.py --only ppo-cartpole,ppo-acrobot --policy async-actors --workers 3
 
 Each case is a spec (the Zoo's hyper-parameters and budget, a stop target). For each
 case and seed the script writes a copy of the spec with ``train.seed`` set (budget,
@@ -24,6 +25,11 @@ periodic evaluation and the final evaluation, env steps and wall time. Per case:
 mean ± std over seeds, seeds at target, median steps to target, and the Zoo's budget
 and published score (benchmark.md of DLR-RM/rl-baselines3-zoo: one trained agent,
 deterministic evaluation over about 150k steps; *not* a mean over seeds).
+
+``--policy`` and ``--workers`` train every run under that distribution policy (default: the
+spec's own); under overlapped and asynchronous policies the table adds the policy lag
+(mean and most, in learner updates, from ``policy_lag``) and the experience dropped as
+too stale (``dropped``).
 
 A run that exits non-zero (e.g. a spec `rlgen build` cannot generate yet) shows as
 failed with the last line of its stderr; the other runs go on. "Time" is the run's own
@@ -67,6 +73,7 @@ class Case:
 
 # Zoo scores: benchmark.md of DLR-RM/rl-baselines3-zoo (the same figures at commits 02a1a90 and 0088472).
 CASES: dict[str, Case] = {
+    "ppo-cartpole": Case(ROOT / "examples" / "ppo-cartpole.rl.yaml", 475.0, 100_000, "500.0 ± 0.0"),
     "a2c-cartpole": Case(ROOT / "examples" / "a2c-cartpole.rl.yaml", 475.0, 500_000, "500.0 ± 0.0"),
     "ppo-acrobot": Case(
         ROOT / "benchmarks" / "specs" / "ppo-acrobot.rl.yaml",
@@ -185,6 +192,11 @@ def read_run(result: SeedResult, run_dir: Path, target: float) -> None:
     for key in ("policy_loss", "value_loss", "entropy", "explained_variance", "loss", "lr"):
         if last.get(key) is not None:
             result.extra[key] = last[key]
+    lags = [r["policy_lag"] for r in rows if r.get("policy_lag") is not None]
+    if lags:
+        result.extra["lag_mean"], result.extra["lag_max"] = sum(lags) / len(lags), max(lags)
+    if last.get("dropped") is not None:
+        result.extra["dropped"] = last["dropped"]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -220,7 +232,14 @@ def _env() -> dict[str, str]:
 
 
 def run_seed(
-    name: str, case: Case, seed: int, work: Path, eval_episodes: int, timeout: float, stop: bool = True
+    name: str,
+    case: Case,
+    seed: int,
+    work: Path,
+    eval_episodes: int,
+    timeout: float,
+    stop: bool = True,
+    deploy: tuple[str, ...] = (),
 ) -> SeedResult:
     result = SeedResult(name, seed, ok=True)
     base = work / f"{name}-seed{seed}"
@@ -229,7 +248,7 @@ def run_seed(
     run_dir, build_dir = base / "run", base / "build"
     result.run_dir = str(run_dir)
     args = [sys.executable, "-m", "rlgen", "run", str(spec), "--quiet", "--run-dir", str(run_dir)]
-    args += ["--build-dir", str(build_dir)]
+    args += ["--build-dir", str(build_dir), *deploy]
     start = time.perf_counter()
     try:
         proc = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=timeout, cwd=base)
@@ -298,11 +317,18 @@ def seed_line(r: SeedResult, target: float) -> str:
     return (
         f"  seed {r.seed}: {status}{hit}; train return (last 100) {_f(r.final_return)}; {evals}; "
         f"{r.env_steps:,} env steps, {_f(r.train_time)} s training ({_f(r.steps_per_s, '{:,.0f}')} steps/s), "
-        f"{r.process_time:.1f} s process; stop: {r.stop_reason or '-'}" + (f"; {r.error}" if r.error else "")
+        f"{r.process_time:.1f} s process; stop: {r.stop_reason or '-'}" + _lag(r) + (f"; {r.error}" if r.error else "")
     )
 
 
-def case_table(name: str, case: Case, results: list[SeedResult]) -> str:
+def _lag(r: SeedResult) -> str:
+    if "lag_mean" not in r.extra:
+        return ""
+    text = f"; policy lag mean {r.extra['lag_mean']:.2f}, most {r.extra['lag_max']}"
+    return text + (f", dropped {r.extra['dropped']:,}" if "dropped" in r.extra else "")
+
+
+def case_table(name: str, case: Case, results: list[SeedResult], deploy: str = "") -> str:
     ok = [r for r in results if r.ok]
     hits = [r for r in ok if r.reached]
     evals = [r.final_eval if r.final_eval is not None else r.last_eval for r in ok]
@@ -321,7 +347,12 @@ def case_table(name: str, case: Case, results: list[SeedResult]) -> str:
         ["budget (Zoo n_timesteps)", f"{case.budget:,}"],
         ["Zoo score (benchmark.md)", case.zoo_score],
     ]
-    title = f"{name}: {case.spec.relative_to(ROOT)}, seeds {[r.seed for r in results]}"
+    lagged = [r for r in ok if "lag_mean" in r.extra]
+    if lagged:
+        lag = _median([r.extra["lag_mean"] for r in lagged])
+        most = max(r.extra["lag_max"] for r in lagged)
+        rows.append(["policy lag in updates: mean (median) / most", f"{lag:.2f} / {most}"])
+    title = f"{name}: {case.spec.relative_to(ROOT)}, seeds {[r.seed for r in results]}{deploy}"
     lines = [title, _table(["", "rlgen"], rows)]
     if case.note:
         lines.append(f"note: {case.note}")
@@ -338,7 +369,12 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="keep specs, builds and run directories in DIR")
     parser.add_argument("--no-stop", action="store_true", help="drop train.stop: train every run for its whole budget")
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per run (default 7200)")
+    parser.add_argument("--policy", help="train every run under this distribution policy (default: the spec's)")
+    parser.add_argument("--workers", type=int, help="workers for --policy")
     args = parser.parse_args()
+    deploy = tuple(["--policy", args.policy] if args.policy else []) + tuple(
+        ["--workers", str(args.workers)] if args.workers else []
+    )
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -353,7 +389,7 @@ def main() -> None:
             results[name] = []
             for seed in seeds:
                 print(f"{name} seed {seed}: running ...", file=sys.stderr, flush=True)
-                r = run_seed(name, case, seed, work.resolve(), args.final_eval, args.timeout, not args.no_stop)
+                r = run_seed(name, case, seed, work.resolve(), args.final_eval, args.timeout, not args.no_stop, deploy)
                 print(seed_line(r, case.target), file=sys.stderr, flush=True)
                 results[name].append(r)
     finally:
@@ -361,7 +397,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     for name, runs in results.items():
         case = CASES[name]
-        print(case_table(name, case, runs))
+        print(case_table(name, case, runs, f", {' '.join(deploy)}" if deploy else ""))
         for r in runs:
             print(seed_line(r, case.target))
         print()

@@ -14,9 +14,11 @@ For each, every policy with 2 and 3 workers (and ``single``) trains for a fixed 
 iterations through ``rlgen run`` in a fresh process, with periodic evaluation off; steps/s
 and milliseconds per iteration for each part come from the run's metrics, leaving out the
 first iterations (tracing, warm-up). ``rank 0`` is the learner (or the only rank);
-``others`` is the mean of the other ranks (actors, env workers, other learners). Then
-``--policy auto`` runs on the same workload, and the table says what it chose and what
-its calibration cost. With ``--target-seeds``, time and env steps to the example's target
+``others`` is the mean of the other ranks (actors, env workers, other learners).
+``--policy auto`` runs on the same workload twice: first as on a machine that never ran
+the spec (an empty cache), then with the speeds the rows above left in the cache (as on a
+machine that ran them before, rlgen.runtime.history); the lines say what it chose, against
+the best measured, and what its calibration cost. With ``--target-seeds``, time and env steps to the example's target
 return per seed, for ``single`` and every distributed policy on 2 workers, with the spec as
 it is (its 100k-step budget).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -81,30 +84,48 @@ def rates(run_dir: Path, warmup: int) -> dict:
     }
 
 
-def measure(workload: Workload, tmp: Path) -> list[dict]:
+def measure(workload: Workload, tmp: Path, cache: Path) -> list[dict]:
+    """Every candidate's figures; each run's speed also lands in ``cache`` (what a machine
+    that ran these before would remember for ``--policy auto``)."""
     spec = speed_only(workload.spec, tmp)
     out = []
-    for policy, workers in CANDIDATES:
-        name = f"{policy}-{workers}"
-        result = run_policy(spec, policy, workers, workload.iterations, tmp / name, None, 1800, ["--calibrate"])
-        row = {"policy": policy, "workers": workers, "ok": result.ok, "error": result.error}
-        if result.ok:
-            row.update(rates(tmp / name, workload.warmup))
-        out.append(row)
-        print(f"  {name}: " + (f"{row['steps_per_s']:,.0f} steps/s" if result.ok else result.error), flush=True)
+    os.environ["RLGEN_CACHE_DIR"] = str(cache)
+    try:
+        for policy, workers in CANDIDATES:
+            out.append(_measure_one(spec, policy, workers, workload, tmp))
+    finally:
+        del os.environ["RLGEN_CACHE_DIR"]
     return out
 
 
-def run_auto(workload: Workload, tmp: Path) -> dict:
+def _measure_one(spec: Path, policy: str, workers: int, workload: Workload, tmp: Path) -> dict:
+    name = f"{policy}-{workers}"
+    result = run_policy(spec, policy, workers, workload.iterations, tmp / name, None, 1800, ["--calibrate"])
+    row = {"policy": policy, "workers": workers, "ok": result.ok, "error": result.error}
+    if result.ok:
+        row.update(rates(tmp / name, workload.warmup))
+    print(f"  {name}: " + (f"{row['steps_per_s']:,.0f} steps/s" if result.ok else result.error), flush=True)
+    return row
+
+
+def run_auto(workload: Workload, tmp: Path, cache: Path, label: str) -> dict:
     """``rlgen run --policy auto`` on the workload (evaluation off, its default calibration
-    budget: 10% of the spec's whole run), stopped a few iterations after it has chosen."""
+    budget: 10% of the spec's whole run), stopped a few iterations after it has chosen, with
+    ``cache`` as the machine's memory of measured speeds (rlgen.runtime.history)."""
     spec = speed_only(workload.spec, tmp)
-    run_dir = tmp / "auto"
-    result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)  # 1: this machine's default
+    run_dir = tmp / f"auto-{label}"
+    os.environ["RLGEN_CACHE_DIR"] = str(cache)
+    try:  # 1 worker: this machine's default
+        result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)
+    finally:
+        del os.environ["RLGEN_CACHE_DIR"]
     if not result.ok:
         return {"error": result.error}
     record = json.loads((run_dir / "run.json").read_text())["auto"]
-    print(f"  auto: {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s", flush=True)
+    print(
+        f"  auto ({label}): {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s",
+        flush=True,
+    )
     return record
 
 
@@ -189,7 +210,11 @@ def main(argv: list[str] | None = None) -> int:
             workload = WORKLOADS[name]
             print(f"{name}: {workload.spec.relative_to(ROOT)}, {workload.iterations} iterations per policy", flush=True)
             (tmp / name).mkdir()
-            results[name] = {"rows": measure(workload, tmp / name), "auto": run_auto(workload, tmp / name)}
+            # auto on a machine that never ran the spec, then on one that measured every candidate
+            cold = run_auto(workload, tmp / name, tmp / name / "cache-cold", "first run")
+            rows = measure(workload, tmp / name, tmp / name / "cache")
+            warm = run_auto(workload, tmp / name, tmp / name / "cache", "after the measurements")
+            results[name] = {"rows": rows, "auto": cold, "auto_warm": warm}
         if args.target_seeds:
             seeds = [int(s) for s in args.target_seeds.split(",")]
             print("time to target, cartpole:", flush=True)
@@ -198,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, result in results.items():
         if name != "time_to_target":
             total = int(re.search(r"total_steps: (\d+)", WORKLOADS[name].spec.read_text()).group(1))
-            print(table(name, result["rows"]) + "\n" + auto_line(result["auto"], result["rows"], total) + "\n")
+            print(table(name, result["rows"]))
+            print("first run:  " + auto_line(result["auto"], result["rows"], total))
+            print("afterwards: " + auto_line(result["auto_warm"], result["rows"], total) + "\n")
     if "time_to_target" in results:
         t = results["time_to_target"]
         base = None

@@ -13,6 +13,10 @@ switching to it (a checkpoint, then a fresh start under it) saves time over the 
 the run; otherwise ``single`` simply goes on. Measurements never change the algorithm:
 every candidate trains the same spec, and the run resumes from ``single``'s checkpoint.
 
+When this machine has measured the spec before (:mod:`rlgen.runtime.history`: every
+finished run keeps its speed), :meth:`Chooser.recall` decides before the run starts, from
+those measurements, and the run starts straight under the choice.
+
 The choice and the table (predicted and measured steps/s, ms per part) go to ``run.json``
 under ``auto`` and to the terminal.
 """
@@ -31,6 +35,8 @@ from typing import Any
 
 from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
+
+from .history import History
 
 #: The most calibration may cost, as a share of the run's expected length.
 CALIBRATION_SHARE = 0.10
@@ -207,37 +213,41 @@ class Chooser:
             if comp.kind == "ppo":
                 self.grad_steps = comp.get("epochs") * max(1, steps_per_iteration // comp.get("minibatch"))
 
+    def recall(self, history: History) -> bool:
+        """Choose before the run starts, from what this machine measured for the spec before
+        (:mod:`rlgen.runtime.history`): True when ``single`` has been measured, and then
+        ``self.choice`` is the fastest measured candidate; a candidate predicted faster but
+        never measured is measured first if the calibration budget allows. The run then
+        starts under the choice: no profile under ``single``, no restart."""
+        started = time.perf_counter()
+        known = history.measured()
+        base = known.get(("single", 1))
+        if base is None or not base.steps_per_iteration:
+            return False
+        self.shape(base.steps_per_iteration)
+        profile = Profile(base.steps_per_iteration, self.env_calls, self.grad_steps, base.parts, base.steps_per_s)
+        ms = {k: 1000 * v for k, v in base.parts.items()}
+        single = Candidate("single", 1, base.steps_per_s, base.steps_per_s, ms, note=_runs(base.runs))
+        for c in self.candidates:
+            if (c.policy, c.workers) in known:
+                c.measured, c.note = known[(c.policy, c.workers)].steps_per_s, _runs(known[(c.policy, c.workers)].runs)
+        best, budget, expected_s = self._calibrate(profile, single)
+        why = (
+            f"{best.speed / single.speed:.2f}x single's steps/s, as measured on this machine before"
+            if best is not single
+            else "no measured candidate is faster"
+        )
+        self._conclude(best, why, started, budget, expected_s, {"from_history": history.key, **asdict(profile)}, single)
+        return True
+
     def decide(self, records: Sequence[dict[str, Any]]) -> bool:
         """The profile hook: True when the run should stop here and go on under ``self.choice``."""
         started = time.perf_counter()
         profile = profile_of(records, self.env_calls, self.grad_steps)
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
-        rtt = network_rtt(self.hosts)
-        for c in self.candidates:
-            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt)
+        best, budget, expected_s = self._calibrate(profile, single)
         done = records[-1]["env_steps"]
-        # the run as long as it would be at the best predicted speed: calibration stays within
-        # its share even of the faster run it buys
-        fastest = max([profile.steps_per_s, *(c.predicted for c in self.candidates)])
-        expected_s = self.total_steps / fastest if fastest else 0.0
-        budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
-        spent, start_s = 0.0, START_S
-        best = single
-        # fastest predicted first; on a tie, asynchronous actors first (they never wait on a straggler)
-        for c in sorted(self.candidates, key=lambda c: (-round(c.predicted), not POLICIES[c.policy].asynchronous)):
-            if c.predicted < 0.9 * best.speed:
-                c.note = "not measured: predicted slower than the best measured"
-                continue
-            guess = start_s + MEASURE_ITERATIONS * profile.steps_per_iteration / c.predicted
-            if spent + guess > budget:
-                c.note = f"not measured: would take the calibration past {budget:.0f} s"
-                continue
-            self.measure(c)
-            spent += c.cost_s
-            if c.measured is not None:
-                start_s = max(1.0, c.cost_s - MEASURE_ITERATIONS * profile.steps_per_iteration / c.measured)
-                best = max(best, c, key=lambda x: x.speed if x.measured is not None else 0.0)
         remaining = max(self.total_steps - done, 0)
         stay_s = remaining / profile.steps_per_s if profile.steps_per_s else 0.0
         choice, why = single, "no measured candidate is faster"
@@ -245,18 +255,67 @@ class Chooser:
         if best is single and top is not None and top.measured is None and top.predicted > single.speed:
             why = (
                 f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but measuring it would "
-                f"cost more than the calibration budget ({budget:.1f} s); unmeasured candidates are never chosen"
+                f"cost more than the calibration budget ({budget:.1f} s); unmeasured candidates are never chosen "
+                f"(`rlgen bench SPEC --workers {top.workers}` measures it once; later auto runs remember)"
             )
         if best is not single:
-            switch_s = remaining / best.speed + start_s
+            switch_s = remaining / best.speed + self.start_s
             if switch_s < stay_s:
                 choice, why = best, f"{best.speed / single.speed:.2f}x single's steps/s"
             else:
                 why = (
                     f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
-                    f"(~{start_s:.0f} s) would not pay back over the {remaining:,} steps left"
+                    f"(~{self.start_s:.0f} s) would not pay back over the {remaining:,} steps left"
                 )
-        self.choice = choice
+        self._conclude(
+            choice, why, started, budget, expected_s, {"iterations": len(records), **asdict(profile)}, single
+        )
+        self.publish()
+        return choice is not single
+
+    def _calibrate(self, profile: Profile, single: Candidate) -> tuple[Candidate, float, float]:
+        """Predict every candidate; measure those not measured yet that may beat the best
+        measured, fastest predicted first, within the budget. The best measured candidate (or
+        ``single``), the budget and the run's expected length."""
+        rtt = network_rtt(self.hosts)
+        for c in self.candidates:
+            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt)
+        # the run as long as it would be at the best predicted speed: calibration stays within
+        # its share even of the faster run it buys
+        fastest = max([profile.steps_per_s, *(c.predicted for c in self.candidates)])
+        expected_s = self.total_steps / fastest if fastest else 0.0
+        budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
+        best = max([single, *self.candidates], key=lambda x: x.measured or 0.0)
+        spent, self.start_s = 0.0, START_S
+        # fastest predicted first; on a tie, asynchronous actors first (they never wait on a straggler)
+        for c in sorted(self.candidates, key=lambda c: (-round(c.predicted), not POLICIES[c.policy].asynchronous)):
+            if c.measured is not None:
+                continue
+            if c.predicted < 0.9 * best.speed:
+                c.note = "not measured: predicted slower than the best measured"
+                continue
+            guess = self.start_s + MEASURE_ITERATIONS * profile.steps_per_iteration / c.predicted
+            if spent + guess > budget:
+                c.note = f"not measured: would take the calibration past {budget:.0f} s"
+                continue
+            self.measure(c)
+            spent += c.cost_s
+            if c.measured is not None:
+                self.start_s = max(1.0, c.cost_s - MEASURE_ITERATIONS * profile.steps_per_iteration / c.measured)
+                best = max(best, c, key=lambda x: x.measured or 0.0)
+        return best, budget, expected_s
+
+    def _conclude(
+        self,
+        choice: Candidate,
+        why: str,
+        started: float,
+        budget: float,
+        expected_s: float,
+        profile: dict[str, Any],
+        single: Candidate,
+    ) -> None:
+        self.choice, self._single = choice, single
         self.record = {
             "choice": {"policy": choice.policy, "workers": choice.workers},
             "why": why,
@@ -265,14 +324,16 @@ class Chooser:
             "calibration_s": round(time.perf_counter() - started, 3),  # the profile itself is training
             "calibration_budget_s": round(budget, 3),
             "expected_run_s": round(expected_s, 3),
-            "profile": {"iterations": len(records), **asdict(profile)},
+            "profile": profile,
             "candidates": [asdict(single)] + [asdict(c) for c in self.candidates],
         }
+
+    def publish(self) -> None:
+        """Write the choice and its table to ``run.json`` and the terminal."""
         self._write()
-        for line in table(single, self.candidates, choice).splitlines():
+        for line in table(self._single, self.candidates, self.choice).splitlines():
             self.note(line)
-        self.note(f"auto: {choice.label}: {why} (calibration {self.record['calibration_s']:.1f} s)")
-        return choice is not single
+        self.note(f"auto: {self.choice.label}: {self.record['why']} (calibration {self.record['calibration_s']:.1f} s)")
 
     def _write(self) -> None:
         from .launch import update_run_json
@@ -305,6 +366,10 @@ class Chooser:
             c.note = "measured"
         else:
             c.note = f"failed: {r.error}"
+
+
+def _runs(n: int) -> str:
+    return f"measured before ({n} run{'s' if n != 1 else ''}, median)"
 
 
 def table(single: Candidate, candidates: Sequence[Candidate], choice: Candidate) -> str:

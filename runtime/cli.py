@@ -38,7 +38,11 @@ def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
         args.auto = _chooser(args, result)
         if args.auto is None:
             return None, EXIT_FAILED
-        args.policy, args.workers = "single", 1  # the run starts under single: its first iterations are the profile
+        if not args.recalibrate and args.auto.recall(_history(result.spec.to_dict(), result.spec.deploy.hosts)):
+            args.recalled, args.auto = args.auto, None  # start straight under the choice
+            args.policy, args.workers = args.recalled.choice.policy, args.recalled.choice.workers
+        else:
+            args.policy, args.workers = "single", 1  # the run starts under single: its first iterations profile
         result, code = validated(args)
         if result is None:
             return None, code
@@ -130,6 +134,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         auto = getattr(args, "auto", None)
         if auto is not None:
             return _run_auto(args, auto, info, rank_args, run_dir)
+        recalled = getattr(args, "recalled", None)
+        if recalled is not None:
+            recalled.run_dir = run_dir
+            if args.quiet:
+                recalled.note = lambda line: None
+            recalled.publish()
         if cmd is None:
             launch.run_in_process(info, rank_args, run_dir, verbose=args.verbose)
         else:
@@ -137,7 +147,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     except launch.LaunchError as exc:
         print(f"rlgen run: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    if not args.resume:
+        _remember(info, cluster.hosts, _rows(run_dir))
     return EXIT_OK
+
+
+def _history(spec: dict, hosts):
+    from rlgen.runtime.history import History, key_of
+
+    return History(key_of(spec, hosts))
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _remember(info, hosts, rows: list[dict], policy: str | None = None, workers: int | None = None) -> None:
+    """Keep the run's speed on this machine for ``--policy auto`` (rlgen.runtime.history)."""
+    spec = json.loads((info.build_dir / "spec.resolved.json").read_text())
+    _history(spec, hosts).add(policy or info.policy, workers or info.workers, rows, info.name)
 
 
 def _cluster(args: argparse.Namespace, info, recorded: dict):
@@ -180,8 +211,11 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
     finally:
         rank.PROFILE = None
     choice = auto.choice
+    profiled = auto.record.get("profile", {}).get("iterations", 0) if auto.record else 0
     if choice is None or choice.policy == "single":
+        _remember(info, auto.hosts, _rows(run_dir))
         return EXIT_OK
+    _remember(info, auto.hosts, _rows(run_dir)[:profiled])
     args.policy, args.workers = choice.policy, choice.workers
     result, code = validated(args)
     if result is None:
@@ -203,6 +237,7 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
     if cluster is None:
         return EXIT_USAGE
     launch.run_distributed(chosen, launch.horovod_command(chosen, cluster, resume_args), run_dir, args.quiet, cluster)
+    _remember(chosen, cluster.hosts, _rows(run_dir)[profiled:])
     return EXIT_OK
 
 
@@ -277,6 +312,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.spec), policies, args.workers, args.iterations, not_applicable=skip, extra=override_argv(args)
     )
     print(format_table(results))
+    from rlgen.runtime.history import cache_dir
+
+    print(f"(speeds kept in {cache_dir() / 'auto'} for `rlgen run --policy auto` on this machine)")
     return EXIT_OK if all(r.ok or not r.applies for r in results) else EXIT_FAILED
 
 
@@ -295,6 +333,11 @@ def register(sub, deploy_args) -> None:
     p.add_argument("--build-dir", metavar="DIR", help="where to build a spec (default build/<name>-<policy>-<N>)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command and rank plan, then stop")
     p.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)  # --policy auto's measurements
+    p.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="--policy auto: ignore what this machine measured for the spec before; profile and measure afresh",
+    )
     p.add_argument(
         "--calibration-budget",
         type=float,

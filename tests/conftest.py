@@ -14,6 +14,13 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.rl.yaml"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+@pytest.fixture(autouse=True)
+def _own_speed_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own cache of measured speeds (rlgen.runtime.history): what one test's runs
+    measured must not steer another's ``--policy auto``."""
+    monkeypatch.setenv("RLGEN_CACHE_DIR", str(tmp_path_factory.mktemp("rlgen-cache")))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", help="rewrite golden files from current output")
 

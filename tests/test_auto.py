@@ -14,6 +14,7 @@ import pytest
 
 from rlgen.codegen.policies import POLICIES
 from rlgen.runtime.auto import Candidate, Chooser, Profile, predict
+from rlgen.runtime.history import History, key_of
 
 from conftest import ROOT
 
@@ -137,3 +138,28 @@ def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     assert "auto:" in r.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == list(range(1, 11))  # one run, the switch included
+
+    # what the run measured is remembered: the next auto run of the spec starts straight under
+    # the fastest measured policy, with no profile under single and no restart
+    history = History(key_of(json.loads((tmp_path / "build" / "spec.resolved.json").read_text()), []))
+    known = history.measured()
+    assert ("single", 1) in known and known[("single", 1)].parts["update"] > 0
+    assert all(key in known for key in measured if key != choice or choice == ("single", 1))
+    again = tmp_path / "again"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--seed", "3"]
+        + ["--iterations", "6", "--run-dir", str(again), "--build-dir", str(tmp_path / "build")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((again / "run.json").read_text())
+    best = max(known, key=lambda k: known[k].steps_per_s)
+    assert (doc["auto"]["choice"]["policy"], doc["auto"]["choice"]["workers"]) == best
+    assert doc["auto"]["profile"]["from_history"] == history.key
+    assert (doc["policy"], doc["workers"]) == best and doc["status"] == "finished"
+    rows = [json.loads(line) for line in (again / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == list(range(1, 7))

@@ -1,0 +1,186 @@
+"""What this machine has measured for a spec: env steps/s per policy and worker count, kept across runs.
+
+Every run that ``rlgen run`` finishes (``--policy auto``'s calibrations and ``rlgen bench``'s
+rows included) adds its steady speed to a small JSON file in the cache
+(``$RLGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgen``, else ``~/.cache/rlgen``; under
+``auto/``), and a ``single`` run its time per part as well: the profile the cost model
+predicts the other policies from. ``--policy auto`` reads the file before it starts
+(:meth:`rlgen.runtime.auto.Chooser.recall`), so a spec measured on this machine before starts
+straight under its fastest measured policy, with no calibration and no restart.
+
+The file is keyed by what decides speed and nothing else: the spec with its training
+length, seed, stop target, evaluation, checkpoints, logging, name and deployment left out,
+the hosts, this machine (hostname, cores, CPU model) and the versions of rlgen, TensorFlow
+and Horovod. Each policy keeps its last :data:`KEEP` measurements and speaks with their
+median; measurements older than :data:`MAX_AGE_DAYS` are forgotten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: Measurements kept per policy and worker count (the median of them is used).
+KEEP = 5
+#: Measurements older than this are forgotten.
+MAX_AGE_DAYS = 30
+#: Steady iterations (after the first) a run needs before its speed is kept.
+MIN_ITERATIONS = 3
+#: ``train`` settings that do not change the speed of an iteration.
+_UNTIMED_TRAIN = ("total_steps", "seed", "stop", "eval", "checkpoint", "log", "run_dir")
+#: Parts whose time per iteration a ``single`` run keeps (rlgen.runtime.session.CATEGORIES).
+PARTS = ("inference", "env", "buffer", "update", "comm", "loop", "other")
+
+
+def cache_dir() -> Path:
+    if os.environ.get("RLGEN_CACHE_DIR"):
+        return Path(os.environ["RLGEN_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlgen"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def machine() -> dict[str, Any]:
+    from rlgen import __version__
+
+    from .auto import local_cores
+
+    return {
+        "hostname": socket.gethostname(),
+        "cores": local_cores(),
+        "cpu": _cpu_model(),
+        "rlgen": __version__,
+        "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
+        "horovod": _version("horovod"),
+    }
+
+
+def key_of(spec: dict[str, Any], hosts: Sequence[str]) -> str:
+    """The key of a resolved spec (``spec.resolved.json``) run on ``hosts`` from this machine."""
+    timed = {k: v for k, v in spec.items() if k not in ("name", "description", "deploy", "overrides")}
+    timed["train"] = {k: v for k, v in (spec.get("train") or {}).items() if k not in _UNTIMED_TRAIN}
+    doc = {"spec": timed, "hosts": sorted(hosts), "machine": machine()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A policy's speed on this machine: the median of its kept measurements."""
+
+    steps_per_s: float
+    runs: int
+    parts: dict[str, float]  # seconds per iteration per part (``single`` only; else empty)
+    steps_per_iteration: int
+
+
+def speed_of(rows: Sequence[dict[str, Any]]) -> tuple[float, dict[str, float], int] | None:
+    """Steady steps/s (the median over iterations after the first, which traces), time per part
+    and steps per iteration of a run's metric rows; None when too few iterations ran."""
+    if len(rows) < MIN_ITERATIONS + 1:
+        return None
+    rates, parts = [], {p: [] for p in PARTS}
+    for before, row in zip(rows, rows[1:], strict=False):
+        span, steps = row["time"] - before["time"], row["env_steps"] - before["env_steps"]
+        if span > 0 and steps > 0:
+            rates.append(steps / span)
+        for p in PARTS:
+            parts[p].append(float(row.get(f"time_{p}", 0.0)))
+    if not rates:
+        return None
+    per_iteration = (rows[-1]["env_steps"] - rows[0]["env_steps"]) // (len(rows) - 1)
+    return statistics.median(rates), {p: statistics.median(v) for p, v in parts.items()}, per_iteration
+
+
+class History:
+    """The measurements kept for one key (one spec on one machine and set of hosts)."""
+
+    def __init__(self, key: str, directory: Path | None = None) -> None:
+        self.key = key
+        self.path = (directory or cache_dir()) / "auto" / f"{key}.json"
+
+    @classmethod
+    def of_build(cls, build_dir: Path, hosts: Sequence[str]) -> History:
+        spec = json.loads((build_dir / "spec.resolved.json").read_text())
+        return cls(key_of(spec, hosts))
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def add(self, policy: str, workers: int, rows: Sequence[dict[str, Any]], spec_name: str = "") -> bool:
+        """Keep the speed of a run's rows under ``policy`` on ``workers``; False when too short."""
+        speed = speed_of(rows)
+        if speed is None:
+            return False
+        steps_per_s, parts, per_iteration = speed
+        entry = {"at": time.time(), "steps_per_s": round(steps_per_s, 1), "steps_per_iteration": per_iteration}
+        if policy == "single":
+            entry["parts"] = {p: round(v, 6) for p, v in parts.items()}
+        try:
+            with self._locked():
+                doc = self._read()
+                doc.setdefault("spec", spec_name)
+                runs = doc.setdefault("measured", {}).setdefault(f"{policy}:{workers}", [])
+                runs.append(entry)
+                del runs[:-KEEP]
+                tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(doc, indent=1) + "\n")
+                os.replace(tmp, self.path)
+        except OSError:
+            return False  # a read-only or full cache costs only the memory of this run
+        return True
+
+    def measured(self) -> dict[tuple[str, int], Measured]:
+        """Each policy and worker count measured within :data:`MAX_AGE_DAYS`, as its median."""
+        cutoff = time.time() - MAX_AGE_DAYS * 86400
+        out = {}
+        for label, runs in (self._read().get("measured") or {}).items():
+            policy, _, workers = label.rpartition(":")
+            fresh = [r for r in runs if r.get("at", 0) >= cutoff and r.get("steps_per_s")]
+            if not fresh or not workers.isdigit():
+                continue
+            parts = {p: statistics.median(r.get("parts", {}).get(p, 0.0) for r in fresh) for p in PARTS}
+            out[(policy, int(workers))] = Measured(
+                statistics.median(r["steps_per_s"] for r in fresh),
+                len(fresh),
+                parts if policy == "single" else {},
+                int(statistics.median(r.get("steps_per_iteration", 0) for r in fresh)),
+            )
+        return out
