@@ -59,7 +59,9 @@ WORKLOADS = {
     "large": Workload("large", ROOT / "benchmarks" / "specs" / "ppo-cartpole-large.rl.yaml", 16, 2),
 }
 CANDIDATES = [("single", 1)] + [
-    (p, w) for p in ("actors-learner", "async-actors", "central-inference", "multi-learner") for w in (2, 3)
+    (p, w)
+    for p in ("actors-learner", "async-actors", "central-inference", "pipelined-inference", "multi-learner")
+    for w in (2, 3)
 ]
 
 

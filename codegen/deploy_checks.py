@@ -88,6 +88,16 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"{env_workers} env-stepping workers of policy '{policy.name}' ({workers} workers)",
             f"use a multiple of {env_workers} envs, or change the number of workers",
         )
+    elif spec.env.num_envs % (env_workers * policy.env_groups):
+        yield error(
+            "E602",
+            ("env", "num_envs"),
+            f"{spec.env.num_envs} envs do not split evenly into {policy.env_groups} groups on each of "
+            f"{env_workers} env worker(s) of policy '{policy.name}' ({workers} workers)",
+            f"use a multiple of {env_workers * policy.env_groups} envs, or central-inference",
+        )
+    if policy.env_groups > 1:
+        yield from _check_pipelined(spec, flow, policy)
     learners = policy.learner_workers(workers)
     for name, comp in spec.components.items():
         if comp.kind == "ppo" and learners > 1 and comp.get("minibatch") % learners:
@@ -129,6 +139,61 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"policy '{policy.name}' lets actors lag at most {policy.max_lag} updates behind, got lag: {lag}",
             f"use a lag from 0 to {policy.max_lag}",
         )
+
+
+#: What may run on the learner before ``env.step`` in a pipelined block: per-env inference.
+_PER_ENV = frozenset({("policy", "act"), ("value", "value"), ("qvalue", "act")})
+
+
+def _check_pipelined(spec: Spec, flow: Dataflow, policy: DistributionPolicy) -> Iterator[Finding]:
+    """A policy with env groups acts for one group while another steps, so the block with
+    ``env.step`` must act on what it carries, per env, and ``init`` may only reset the envs.
+
+    ```yaml
+    deploy: {policy: pipelined-inference, workers: 2}
+    loop:
+      init: [env.reset() -> obs, norm.update(obs) -> stats]   # E606: init computes on the learner
+    ```
+    """
+    hint = "use central-inference, which steps every env at once"
+    if spec.loop.init is not None:
+        for i, lc in enumerate(spec.loop.init.calls):
+            if lc.call.target != "env.reset":
+                yield error(
+                    "E606",
+                    lc.path or ("loop", "init", i),
+                    f"policy '{policy.name}' pipelines env groups, so `init` may only reset the envs, "
+                    f"but it calls {lc.call.target}",
+                    hint,
+                )
+    for step in flow.calls_to("env.step"):
+        block = step.block
+        carried = {dst for dst, _ in block.carry}
+        before = block.calls[: block.calls.index(step.call)]
+        for lc in before:
+            info = next(c for c in flow.calls if c.call is lc)
+            args = [a.text for a in lc.call.args]
+            if (info.kind, info.method.name) not in _PER_ENV:
+                why = f"calls {lc.call.target} before env.step"
+            elif not set(args) <= carried:
+                why = f"acts on {', '.join(a for a in args if a not in carried)}, which `carry` does not hold"
+            else:
+                continue
+            yield error(
+                "E606",
+                lc.path,
+                f"policy '{policy.name}' acts for one env group while another steps, which needs "
+                f"per-env inference on carried values before env.step; block '{block.name}' {why}",
+                hint,
+            )
+        if block.repeat < 2:
+            yield error(
+                "E606",
+                block.path or ("loop", block.name),
+                f"policy '{policy.name}' pipelines the steps of a repeated block, but block '{block.name}' "
+                "with env.step runs once per iteration",
+                f"give block '{block.name}' a `repeat`, or {hint}",
+            )
 
 
 def _check_auto(spec: Spec) -> Iterator[Finding]:

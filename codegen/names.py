@@ -39,6 +39,7 @@ TEMPLATE_NAMES = frozenset(
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
         # functions, parameters and locals of the rank entry (main.py)
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
+        "group", "acted", "arrived", "join_groups", "EnvGroups", "GROUPS",
         # parameters and locals of the fragment classes' methods
         "self", "seed", "stream", "parts", "versions", "version", "at_least", "t", "_",
         # builtins the templates call or annotate with

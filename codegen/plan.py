@@ -189,6 +189,7 @@ class FragmentPlan:
     boundary: tuple[BoundaryPlan, ...] = ()
     inputs: tuple[PortPlan, ...] = ()
     outputs: tuple[PortPlan, ...] = ()
+    env_groups: int = 1  # an env fragment's envs in groups, stepped one group at a time
 
     @property
     def fused(self) -> bool:
@@ -247,6 +248,14 @@ class BlockSchedule:
     carry: tuple[tuple[str, str], ...]
     after_ops: tuple[Op, ...]
     init: bool
+    # env groups (pipelined inference): the block runs group by group; on the learning side
+    # ``ahead`` ops (inference, sending actions) run for a group before its env step, the
+    # rest on the whole batch once every group's results are in; ``rows`` envs per group
+    env_groups: int = 1
+    side: str = ""  # acting | learning (grouped blocks)
+    ahead: int = 0
+    arrive: int = 0  # the receives after the ahead ops
+    rows: int = 0
 
 
 @dataclass(frozen=True)

@@ -114,9 +114,15 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
         t = max(act, learn) if overlapped else act + learn
         t = max(t, (actors * act + learn) / used)
     elif policy.cut == "env":
-        workers_env = policy.env_workers(workers)
-        t = infer + buf + update + other + env / workers_env + profile.env_calls * round_trip
-        t = max(t, (total + profile.env_calls * round_trip) / used)
+        workers_env, groups = policy.env_workers(workers), policy.env_groups
+        trips = profile.env_calls * round_trip  # groups' round trips overlap one another
+        if groups > 1:  # a call per group, each on fewer envs (a small network's call is mostly fixed cost)
+            infer_all = infer * (groups + 1) / 2
+            t = buf + update + other + max(infer_all, env / workers_env) + trips
+            t = max(t, (total - infer + infer_all + trips) / used)
+        else:
+            t = infer + buf + update + other + env / workers_env + trips
+            t = max(t, (total + trips) / used)
     else:  # gradients: every rank acts for its share of envs and learns on its share of the batch
         n = policy.learner_workers(workers)
         # a small network's update step is mostly fixed cost: a smaller batch saves only part of it

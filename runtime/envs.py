@@ -15,7 +15,7 @@ which values it on the reset step: the bootstrap value comes for free.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -179,3 +179,28 @@ class VectorEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+class EnvGroups:
+    """A rank's envs in groups, reset and stepped one group at a time (pipelined inference:
+    a group steps while the learner acts for another). Each group is an env object of its
+    own (``VectorEnv`` or ``HostTFEnv``); episodes are reported from all of them."""
+
+    def __init__(self, groups: Sequence[Any]) -> None:
+        self.groups = list(groups)
+        self.observation_space = self.groups[0].observation_space
+        self.action_space = self.groups[0].action_space
+
+    def reset(self, group: int) -> np.ndarray:
+        return self.groups[group].reset()
+
+    def step(self, action: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.groups[group].step(action)
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        return [episode for g in self.groups for episode in g.drain_episodes()]
+
+    def close(self) -> None:
+        for g in self.groups:
+            if hasattr(g, "close"):
+                g.close()

@@ -95,6 +95,14 @@ def gather(
     return out, headers
 
 
+def join_groups(parts: Sequence[Any]) -> Any:
+    """The whole batch from its env groups' parts, in group order (pipelined inference): each
+    part one array, or a tuple of arrays joined position by position."""
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+    return np.concatenate(parts)
+
+
 def _spend_credit(peer: int, tag: int, limit: int) -> None:
     key = (peer, tag)
     available = _credits.setdefault(key, limit)

@@ -53,6 +53,8 @@ def used_names(source: str) -> tuple[set[str], set[str]]:
 def _from_spec(name: str, ours: set[str]) -> bool:
     """A spec name, or one derived from spec names (``send_buffer_obs``, ``rollout_actor_act``,
     ``buffer_rows``, ``rollout_step_2``)."""
+    if name in ours:  # a spec name may itself end like a fresh one (`t_2`)
+        return True
     name = _FRESH.sub("", name)
     return name in ours or any(name.startswith(f"{s}_") or name.endswith(f"_{s}") for s in ours)
 

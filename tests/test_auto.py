@@ -28,6 +28,16 @@ def profile(**ms) -> Profile:
     return Profile(1024, 128, 40, parts, 1024 / sum(parts.values()))
 
 
+def test_the_model_pipelines_inference_only_where_env_steps_cost_as_much_and_a_core_is_free():
+    balanced = profile(inference=40, env=50, update=5)  # inference about as costly as the env
+    pipelined, central = POLICIES["pipelined-inference"], POLICIES["central-inference"]
+    assert predict(balanced, pipelined, 2, cores=2) > 1.2 * predict(balanced, central, 2, cores=2)
+    inference_bound = profile(inference=40, env=2, update=5)  # CartPole: the second call costs more
+    assert predict(inference_bound, pipelined, 2, cores=2) < predict(inference_bound, central, 2, cores=2)
+    # no free core: two env workers and the learner share two cores
+    assert predict(balanced, pipelined, 3, cores=2) < 1.05 * predict(balanced, pipelined, 2, cores=2)
+
+
 def test_the_model_sends_an_expensive_env_to_actors_and_keeps_a_cheap_one_home():
     env_heavy = profile(inference=40, env=900, update=60)
     assert predict(env_heavy, POLICIES["actors-learner"], 3, cores=2) > 1.5 * env_heavy.steps_per_s

@@ -1,4 +1,5 @@
-"""Overlapped and asynchronous actors end to end: real Horovod ranks, real channels, real envs.
+"""Overlapped and asynchronous actors, and pipelined inference, end to end: real Horovod ranks,
+real channels, real envs.
 
 The bound on how old the weights may be that learned-from experience was collected with
 (``deploy.lag``) is checked from what the learner logs (``policy_lag``, per iteration).
@@ -77,6 +78,21 @@ def test_asynchronous_actors_learn_cartpole(tmp_path):
     r, rows = run(tmp_path, spec(tmp_path, "async-actors", 2, total_steps=40960, stop="{}"), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert rows[-1]["mean_return"] >= 150, [row["mean_return"] for row in rows[::20]]
+
+
+def test_pipelined_inference_learns_cartpole_and_reproduces_itself(tmp_path):
+    """2 env workers, each stepping 2 groups of 2 envs while the learner acts for the others:
+    a group whose results were matched with another group's observations would not learn."""
+    r, rows = run(tmp_path, spec(tmp_path, "pipelined-inference", 3, total_steps=40960, stop="{}"), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert rows[-1]["mean_return"] >= 150, [row["mean_return"] for row in rows[::20]]
+    assert rows[-1]["time_inference"] > 0 and rows[-1]["rest_time_env"] > 0
+    again = tmp_path / "again"
+    again.mkdir()
+    r, repeat = run(again, spec(again, "pipelined-inference", 3, total_steps=40960, stop="{}"), "--iterations", 8)
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = ("env_steps", "episodes", "mean_return", "policy_loss", "value_loss")
+    assert [[row[k] for k in keys] for row in repeat] == [[row[k] for k in keys] for row in rows[:8]]
 
 
 def test_a_killed_asynchronous_actor_ends_the_job_and_keeps_the_checkpoint(tmp_path):

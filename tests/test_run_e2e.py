@@ -51,7 +51,9 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("policy", ["single", "actors-learner", "central-inference", "multi-learner"])
+@pytest.mark.parametrize(
+    "policy", ["single", "actors-learner", "central-inference", "pipelined-inference", "multi-learner"]
+)
 def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
     workers = 1 if policy == "single" else 2
     run_dir = tmp_path / "run"

@@ -71,8 +71,9 @@ def _ranks(fdg: FDG, fragment: str) -> tuple[int, ...]:
     return tuple(r.rank for r in fdg.ranks if r.role == role)
 
 
-def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPlan, ...]:
-    """The fragment's boundary methods: one per transfer group whose side it owns."""
+def boundary(fdg: FDG, frag: Fragment, groups: list[Group], env_groups: int = 1) -> tuple[BoundaryPlan, ...]:
+    """The fragment's boundary methods: one per transfer group whose side it owns. With
+    ``env_groups`` (env cut), a channel message carries one env group's share."""
     out = []
     role_of = {r.rank: r.role for r in fdg.ranks}
     pulls = any(g.first.op == "publish" and g.dst == frag.name for g in groups)
@@ -91,12 +92,12 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group]) -> tuple[BoundaryPla
             continue
         dst_role = fdg.fragment(t.dst).role
         if t.op in CHANNEL_OPS:
-            splits = tuple(fdg.fragment(t.dst).batch for r in _ranks(fdg, t.dst))
+            splits = tuple(fdg.fragment(t.dst).batch // env_groups for r in _ranks(fdg, t.dst))
         else:
             splits = tuple(fdg.fragment(t.dst).batch if role_of[r] == dst_role else 0 for r in sorted(role_of))
-        # a channel message holds one sender's part for one receiver: a sender with several
-        # receivers splits its envs between them
-        share = fdg.fragment(t.src).batch // len(_ranks(fdg, t.dst)) if t.op in CHANNEL_OPS else None
+        # a channel message holds one sender's part (of one env group) for one receiver: a
+        # sender with several receivers splits its envs between them
+        share = fdg.fragment(t.src).batch // len(_ranks(fdg, t.dst)) // env_groups if t.op in CHANNEL_OPS else None
         members, parts, index = [], [], 0
         for member in g.transfers:
             n = len(member.payload)

@@ -38,6 +38,23 @@ def gradient_steps(fdg: FDG, block: str) -> int:
     return 1
 
 
+def ahead_steps(fdg: FDG, ctx: Context) -> frozenset[str]:
+    """Steps the learner runs for one env group at a time, ahead of that group's env step
+    (policies with env groups): those of the env step's block that come before it."""
+    if ctx.policy.env_groups < 2:
+        return frozenset()
+    graph = fdg.graph
+    order = {n.id: i for i, n in enumerate(graph.nodes)}
+    env_steps = [n for n in graph.nodes if n.component == "env" and n.method == "step"]
+    return frozenset(
+        s.name
+        for f in fdg.fragments
+        if f.kind != "env"
+        for s in f.steps
+        if any(s.block == e.block and order[s.nodes[0]] < order[e.id] for e in env_steps)
+    )
+
+
 def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) -> FragmentPlan:
     spec = ctx.spec
     components, networks = lower_components(fdg, ctx, frag)
@@ -60,10 +77,11 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         components=components,
         weights=tuple(n.attr for n in networks),
         log_std=tuple(c.attr for c in components if c.kind == "policy" and gaussian(ctx, c.attr)),
-        steps=tuple(_step(fdg, ctx, frag, s) for s in frag.steps),
+        steps=tuple(_step(fdg, ctx, frag, s, ahead_steps(fdg, ctx)) for s in frag.steps),
         carried=_carried(fdg, frag),
         episode_capacity=steps_per_iteration(ctx),  # enough for one iteration's episodes
-        boundary=boundary(fdg, frag, groups),
+        boundary=boundary(fdg, frag, groups, ctx.policy.env_groups),
+        env_groups=ctx.policy.env_groups if frag.kind == "env" else 1,
         inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
     )
@@ -102,9 +120,10 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
     return CallPlan(node.path, node.text, node.component, node.method, kind, inputs, tuple(node.outputs), options)
 
 
-def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step) -> StepPlan:
+def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step, ahead: frozenset[str] = frozenset()) -> StepPlan:
     graph = fdg.graph
     signature: list[TensorPlan] = []
+    batch = frag.batch // ctx.policy.env_groups if step.name in ahead else frag.batch  # one env group
     for value in step.inputs:
         edge = graph.edge(value)
         if edge.type == "buffer":
@@ -115,7 +134,7 @@ def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step) -> StepPlan:
                 dataclasses.replace(tensor(t, prefix=value), shape=(k, *t.shape), axis=None) for t in edge.parts
             ]
         else:
-            signature.append(tensor(edge.parts[0].with_batch(frag.batch)))
+            signature.append(tensor(edge.parts[0].with_batch(batch)))
     calls = [_call(fdg, ctx, n, step.block) for n in step.nodes]
     if any((c.kind in ("ppo", "a2c", "dqn") and c.method == "update") or c.kind == "qvalue" for c in calls):
         signature.append(TensorPlan("progress", "float32", ()))

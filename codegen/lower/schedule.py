@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.components import METRICS_MODULE
@@ -60,6 +62,8 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
                 init=block.name == "init",
             )
         )
+    if ctx.policy.env_groups > 1:
+        blocks = [_grouped(b, ctx.policy.env_groups, frags) for b in blocks]
     loop_step = next((s for f in frags for s in f.steps if s.kind == "loop"), None)
     if loop_step is not None:  # one compiled call runs every block but init
         frag = next(f for f in frags if loop_step in f.steps)
@@ -110,6 +114,34 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
         or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
+    )
+
+
+def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> BlockSchedule:
+    """A block that crosses the env cut, run one env group at a time (pipelined inference).
+
+    The env side steps a group's envs as its actions arrive (its env steps take the group);
+    the learning side runs the ops before the first receive (``ahead``: inference, sending
+    the actions) per group, and the rest on the whole batch."""
+    if not any(op.type in ("send", "recv") for op in block.ops):
+        return block
+    env = next((f for f in frags if f.kind == "env"), None)
+    if env is not None:  # the acting side: nothing is carried, the env object holds the state
+        ops = tuple(
+            dataclasses.replace(op, args=(*op.args, ArgPlan("name", "group"))) if op.lap == "env" else op
+            for op in block.ops
+        )
+        return dataclasses.replace(block, ops=ops, carry=(), env_groups=env_groups, side="acting")
+    ahead = next(i for i, op in enumerate(block.ops) if op.type == "recv")
+    arrive = next((i for i, op in enumerate(block.ops[ahead:]) if op.type != "recv"), len(block.ops) - ahead)
+    learner = next(f for f in frags if f.kind != "env")
+    return dataclasses.replace(
+        block,
+        env_groups=env_groups,
+        side="learning",
+        ahead=ahead,
+        arrive=arrive,
+        rows=learner.batch // env_groups,
     )
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from rlgen.codegen.policies import actors_learner, async_actors, central_inference, multi_learner, single
+from rlgen.codegen.policies import (
+    actors_learner,
+    async_actors,
+    central_inference,
+    multi_learner,
+    pipelined_inference,
+    single,
+)
 from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role
 
 POLICIES: dict[str, DistributionPolicy] = {
-    p.POLICY.name: p.POLICY for p in (single, actors_learner, central_inference, multi_learner, async_actors)
+    p.POLICY.name: p.POLICY
+    for p in (single, actors_learner, central_inference, pipelined_inference, multi_learner, async_actors)
 }
 
 #: Not a policy but a request: ``rlgen run`` profiles the spec and picks one (rlgen.runtime.auto).

@@ -61,6 +61,8 @@ class DistributionPolicy:
     ranks agree on stopping (see rlgen.runtime.control): ``lockstep`` (every iteration, all
     ranks together: for ranks that meet inside an iteration anyway), ``aligned`` (rank 0
     counts the others' reports in step with their data) or ``stream`` (as they arrive).
+    ``env_groups`` (env cut): each env worker's envs in that many groups, stepped one group
+    at a time while the learner acts for the next (pipelined); 1 steps them all at once.
     """
 
     name: str
@@ -76,6 +78,7 @@ class DistributionPolicy:
     max_lag: int = 0
     control: str = "lockstep"
     asynchronous: bool = False  # actors never wait; the learner takes experience as it arrives
+    env_groups: int = 1
 
     def role(self, name: str) -> Role:
         return next(r for r in self.roles if r.name == name)
