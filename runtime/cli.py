@@ -149,7 +149,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if not args.resume:
         _remember(info, cluster.hosts, _rows(run_dir))
+    _curves(args, run_dir)
     return EXIT_OK
+
+
+def _curves(args: argparse.Namespace, run_dir: Path) -> None:
+    """``curves.png`` in the run directory (not for --policy auto's calibration runs)."""
+    if not args.calibrate:
+        from rlgen.runtime.plot import write_curves
+
+        write_curves(run_dir)
 
 
 def _history(spec: dict, hosts):
@@ -214,6 +223,7 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
     profiled = auto.record.get("profile", {}).get("iterations", 0) if auto.record else 0
     if choice is None or choice.policy == "single":
         _remember(info, auto.hosts, _rows(run_dir))
+        _curves(args, run_dir)
         return EXIT_OK
     _remember(info, auto.hosts, _rows(run_dir)[:profiled])
     args.policy, args.workers = choice.policy, choice.workers
@@ -238,6 +248,7 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
         return EXIT_USAGE
     launch.run_distributed(chosen, launch.horovod_command(chosen, cluster, resume_args), run_dir, args.quiet, cluster)
     _remember(chosen, cluster.hosts, _rows(run_dir)[profiled:])
+    _curves(args, run_dir)
     return EXIT_OK
 
 

@@ -86,6 +86,7 @@ def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
     assert list((run_dir / "checkpoints").glob("ckpt-1024.index"))
     assert (run_dir / "policy" / "saved_model.pb").is_file()
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert (run_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
     comm_time = sum(row["time_comm"] for row in rows)
     assert (comm_time == 0) == (policy == "single")  # collectives ran exactly when the policy cuts
 
