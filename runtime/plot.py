@@ -172,10 +172,14 @@ def plot(paths: list[Path], out: Path) -> Path:
 
 
 def write_curves(run_dir: Path) -> Path | None:
-    """``curves.png`` in a finished run's directory; None (and nothing written) without matplotlib."""
+    """``curves.png`` in a finished run's directory; None (and nothing written) without matplotlib.
+    A picture that fails to draw costs a warning, never the finished run."""
     try:
         return plot([run_dir], run_dir / "curves.png")
     except PlotError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - the run itself is done and saved
+        print(f"rlgen run: warning: could not draw {run_dir / 'curves.png'}: {exc}", file=sys.stderr)
         return None
 
 
