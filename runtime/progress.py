@@ -24,14 +24,23 @@ class Progress:
     """Shows env steps, steps/s, mean return and ETA.
 
     On a terminal the line is redrawn at most 5 times a second; when stdout is a
-    file or pipe, a plain line is printed at most every ``plain_every`` seconds.
+    file or pipe, a plain line is printed at most every ``plain_every`` seconds. Rates
+    and the ETA leave out the first iteration (it traces and compiles). ``final_line``:
+    the closing ``done …`` line shows even when the rest is off (``--quiet``).
     """
 
     def __init__(
-        self, total_steps: int, enabled: bool = True, stream: TextIO | None = None, plain_every: float = 5.0
+        self,
+        total_steps: int,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        plain_every: float = 5.0,
+        final_line: bool = True,
     ) -> None:
         self.total = total_steps
         self.enabled = enabled
+        self.final_line = final_line
+        self._first: tuple[int, float] | None = None  # env steps and time at the end of the first iteration
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
         self.plain_every = plain_every
@@ -40,7 +49,11 @@ class Progress:
 
     def line(self, record: Mapping[str, Any]) -> str:
         steps, elapsed = record.get("env_steps", 0), record.get("time") or 0.0
-        rate = steps / elapsed if elapsed else None
+        if self._first is None or steps < self._first[0]:
+            self._first = (steps, elapsed)
+        rate = None
+        if steps > self._first[0] and elapsed > self._first[1]:
+            rate = (steps - self._first[0]) / (elapsed - self._first[1])
         eta = (self.total - steps) / rate if rate else None
         text = (
             f"{steps:>9,}/{self.total:,} env steps  {_num(rate, '{:,.0f}')} steps/s  "
@@ -76,7 +89,7 @@ class Progress:
         self.stream.flush()
 
     def finish(self, summary: Mapping[str, Any]) -> None:
-        if not self.enabled:
+        if not (self.enabled or self.final_line):
             return
         if self.tty and self._width:
             self.stream.write("\n")

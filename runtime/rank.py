@@ -85,8 +85,10 @@ def run_rank(
 
     lifeline = Lifeline(args.lifeline, rank, interrupt) if args.lifeline else None
     progress = None
-    if rank == 0 and not args.quiet:
-        progress = RemoteProgress(lifeline, run.total_steps) if lifeline else Progress(run.total_steps)
+    if rank == 0:  # --quiet: only the closing line (the launcher's own Progress is off)
+        progress = (
+            RemoteProgress(lifeline, run.total_steps) if lifeline else Progress(run.total_steps, enabled=not args.quiet)
+        )
     run_dir = args.run_dir or default_run_dir(run.name, run.run_root)
     mesh = None
     try:

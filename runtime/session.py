@@ -147,7 +147,11 @@ class Session:
         self.last_eval: tuple[float, float] | None = None
         self.best_eval: tuple[float, int] | None = None  # (mean return, env steps) of the best evaluation
         # rank 0 shows progress (a Progress here, or one drawn by the launcher); the others none
-        self.progress = progress if progress is not None and rank == 0 else Progress(config.total_steps, enabled=False)
+        self.progress = (
+            progress
+            if progress is not None and rank == 0
+            else Progress(config.total_steps, enabled=False, final_line=False)
+        )
         self.lifeline = lifeline
         self.control = control if control is not None else LocalControl()
         (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)

@@ -120,15 +120,29 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_progress_redraws_one_line_on_a_terminal():
+def test_progress_redraws_one_line_on_a_terminal_and_rates_leave_out_the_first_iteration():
     out = _Tty()
     p = Progress(1000, stream=out)
+    p.update({"env_steps": 100, "time": 6.0, "mean_return": 20.0}, final=True)  # 6 s: mostly tracing
+    assert "ETA -" in out.getvalue()
     p.update({"env_steps": 500, "time": 10.0, "mean_return": 42.0}, final=True)
     p.finish({"stop_reason": "budget", "env_steps": 1000, "elapsed": 20.0, "mean_return": 50.0, "run_dir": "r"})
     text = out.getvalue()
-    assert text.startswith("\r") and "500/1,000 env steps" in text and "50 steps/s" in text
-    assert "ETA 0:10" in text and "return 42.0" in text
+    assert text.startswith("\r") and "500/1,000 env steps" in text
+    assert "100 steps/s" in text and "ETA 0:05" in text and "return 42.0" in text  # not 50 steps/s, ETA 0:10
     assert text.rstrip().endswith("run directory r")
+
+
+def test_quiet_keeps_only_the_closing_line():
+    out = io.StringIO()
+    p = Progress(1000, enabled=False, stream=out)
+    p.update({"env_steps": 500, "time": 10.0, "mean_return": 42.0}, final=True)
+    p.note("a note")
+    p.finish({"stop_reason": "budget", "env_steps": 1000, "elapsed": 20.0, "mean_return": 50.0, "run_dir": "r"})
+    assert out.getvalue().startswith("done (budget): 1,000 env steps") and out.getvalue().count("\n") == 1
+    silent = io.StringIO()
+    Progress(1000, enabled=False, stream=silent, final_line=False).finish({"env_steps": 1, "run_dir": "r"})
+    assert silent.getvalue() == ""
 
 
 def test_progress_prints_plain_lines_at_most_every_interval_when_not_a_terminal():
