@@ -94,9 +94,12 @@ class Progress:
         if self.tty and self._width:
             self.stream.write("\n")
         ret = summary.get("mean_return")
+        final = summary.get("final_eval") or {}
+        evaluated = f", final eval {final['mean_return']:.1f}" if final.get("mean_return") is not None else ""
         self.stream.write(
             f"done ({summary.get('stop_reason')}): {summary.get('env_steps'):,} env steps in "
-            f"{summary.get('elapsed', 0):.1f} s, mean return {_num(ret)}; run directory {summary.get('run_dir')}\n"
+            f"{summary.get('elapsed', 0):.1f} s, mean return {_num(ret)}{evaluated}; "
+            f"run directory {summary.get('run_dir')}\n"
         )
         self.stream.flush()
 

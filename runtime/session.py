@@ -454,11 +454,19 @@ class Session:
             if self.lifeline is not None:
                 self.lifeline.send("done", **done)
             return
+        final_eval = None
         if not self.calibrate:
+            if self._final_eval_due():  # so that policy-best/ is truly the best evaluated
+                final_eval = self._evaluate()
             self.checkpoint()
             if self._policy is not None and self.stop_reason != "switch":
                 self._export_policy()
         summary = self.summary()
+        if final_eval:
+            summary["final_eval"] = {
+                "mean_return": final_eval["eval_mean_return"],
+                "std": final_eval["eval_std_return"],
+            }
         status = {"interrupted": "interrupted", "switch": "switching"}.get(self.stop_reason, "finished")
         status = "calibrated" if self.calibrate else status
         self._write_status(status, summary)
@@ -470,6 +478,16 @@ class Session:
             self.progress.finish(summary)
         if self.lifeline is not None:
             self.lifeline.send("done", **done, status=status)
+
+    def _final_eval_due(self) -> bool:
+        """Periodic evaluation is on and the policy trained on since the last one (a run that
+        was interrupted or switches policy goes on elsewhere, or stops at the user's word)."""
+        return (
+            bool(self.config.eval_every)
+            and self._policy is not None
+            and self.stop_reason not in ("interrupted", "switch")
+            and self.env_steps > self._last_eval_steps
+        )
 
     def summary(self) -> dict[str, Any]:
         elapsed = self.elapsed

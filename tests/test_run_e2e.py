@@ -382,3 +382,20 @@ def test_bench_marks_a_policy_the_spec_does_not_fit_as_not_applicable(tmp_path):
     steps_row = next(line for line in r.stdout.splitlines() if line.startswith("env steps"))
     single, multi = steps_row.split()[-2:]
     assert single == "512" and multi == "n/a"
+
+
+def test_the_final_policy_is_evaluated_so_the_best_is_truly_the_best(tmp_path):
+    path = spec(tmp_path)
+    path.write_text(re.sub(r"eval: \{every: 0", "eval: {every: 512", path.read_text()))
+    run_dir = tmp_path / "run"
+    r = rlgen("run", path, "--run-dir", run_dir, "--iterations", 5, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    evals = [(row["eval_mean_return"], row["env_steps"]) for row in metrics(run_dir) if "eval_mean_return" in row]
+    assert [steps for _, steps in evals] == [512, 1024]  # periodic: the last 256 steps are not evaluated
+    doc = json.loads((run_dir / "run.json").read_text())
+    final = doc["final_eval"]["mean_return"]
+    assert doc["best_eval"]["mean_return"] == max([e for e, _ in evals] + [final])
+    assert doc["best_eval"]["env_steps"] == (
+        1280 if final > max(e for e, _ in evals) else doc["best_eval"]["env_steps"]
+    )
+    assert f"final eval {final:.1f}" in r.stdout  # --quiet keeps the closing line
