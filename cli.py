@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rlgen.runtime.plot import register as register_plot
 
     register_plot(sub)
+    from rlgen.dsl.scaffold import register as register_init
+
+    register_init(sub)
     return parser
 
 

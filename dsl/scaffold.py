@@ -1,0 +1,199 @@
+"""``rlgen init NAME --algo ppo|a2c|dqn --env ENV_ID``: a commented starting spec for an env.
+
+The env's spaces decide what the spec can say: a categorical policy for ``Discrete``
+actions, a Gaussian one for ``Box`` actions, and DQN only for ``Discrete`` actions. Where
+the RL Baselines3 Zoo tunes the algorithm for the env (``hyperparams/<algo>.yml``), its
+settings are written with a ``Zoo`` comment; everything else is Stable-Baselines3's
+default, and the file says so. The stop target is the env's registered
+``reward_threshold`` where it has one. The text is validated before it is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+ALGOS = ("ppo", "a2c", "dqn")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the template writes; ``zoo`` names the settings the Zoo tuned (their comments)."""
+
+    num_envs: int
+    steps: int  # PPO/A2C: rollout length; DQN: env steps per collection (train_freq)
+    total_steps: int
+    gamma: float = 0.99
+    lr: Any = 3.0e-4
+    hidden: tuple[int, ...] = (64, 64)
+    # PPO / A2C
+    clip: Any = 0.2
+    gae_lambda: float = 0.95
+    epochs: int = 10
+    minibatch: int = 64
+    ent_coef: float = 0.0
+    # DQN
+    capacity: int = 1_000_000
+    batch_size: int = 32
+    gradient_steps: int = 1
+    learning_starts: int = 100
+    target_every: int = 10_000  # env steps between target network copies
+    eps_final: float = 0.05
+    eps_fraction: float = 0.1
+    zoo: frozenset[str] = field(default_factory=frozenset)
+
+
+#: Stable-Baselines3's defaults (n_envs as the Zoo's usual choice for on-policy methods).
+DEFAULTS = {
+    "ppo": Settings(num_envs=8, steps=2048, total_steps=1_000_000),
+    "a2c": Settings(num_envs=8, steps=5, total_steps=1_000_000, lr=7.0e-4, gae_lambda=1.0),
+    "dqn": Settings(num_envs=1, steps=4, total_steps=1_000_000, lr=1.0e-4),
+}
+
+
+def _lin(start: float) -> dict[str, Any]:
+    return {"schedule": "linear", "start": start, "end": 0.0}
+
+
+#: The Zoo's tuned settings (hyperparams/<algo>.yml) for the envs rlgen runs without extras.
+ZOO: dict[tuple[str, str], dict[str, Any]] = {
+    ("ppo", "CartPole-v1"): dict(
+        num_envs=8, steps=32, total_steps=100_000, gamma=0.98, gae_lambda=0.8, epochs=20, minibatch=256,
+        lr=_lin(1.0e-3), clip=_lin(0.2),
+    ),
+    ("ppo", "Acrobot-v1"): dict(num_envs=16, steps=256, total_steps=1_000_000, gae_lambda=0.94, epochs=4),
+    ("ppo", "Pendulum-v1"): dict(
+        num_envs=4, steps=1024, total_steps=100_000, gamma=0.9, gae_lambda=0.95, epochs=10, lr=1.0e-3,
+    ),
+    ("a2c", "CartPole-v1"): dict(num_envs=8, total_steps=500_000),
+    ("a2c", "Acrobot-v1"): dict(num_envs=16, total_steps=500_000),
+    ("dqn", "CartPole-v1"): dict(
+        steps=256, total_steps=50_000, lr=2.3e-3, hidden=(256, 256), capacity=100_000, batch_size=64,
+        gradient_steps=128, learning_starts=1000, target_every=10, eps_final=0.04, eps_fraction=0.16,
+    ),
+    ("dqn", "Acrobot-v1"): dict(
+        steps=4, total_steps=100_000, lr=6.3e-4, hidden=(256, 256), capacity=50_000, batch_size=128,
+        gradient_steps=4, learning_starts=0, target_every=250, eps_final=0.1, eps_fraction=0.12,
+    ),
+}  # fmt: skip
+
+
+class ScaffoldError(Exception):
+    """The spec cannot be written for this algorithm and env (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    id: str
+    discrete: bool
+    reward_threshold: float | None
+
+
+def env_facts(env_id: str) -> EnvFacts:
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id)
+    except Exception as exc:  # noqa: BLE001 - gymnasium raises several kinds for an id it cannot make
+        raise ScaffoldError(f"cannot make env '{env_id}': {exc}") from exc
+    try:
+        discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        if not (discrete or isinstance(env.action_space, gym.spaces.Box)):
+            raise ScaffoldError(
+                f"env '{env_id}' has {type(env.action_space).__name__} actions; rlgen acts in Discrete or Box"
+            )
+        return EnvFacts(env_id, discrete, env.spec.reward_threshold if env.spec else None)
+    finally:
+        env.close()
+
+
+def settings_for(algo: str, env_id: str) -> Settings:
+    base = DEFAULTS[algo]
+    tuned = ZOO.get((algo, env_id), {})
+    return replace(base, **tuned, zoo=frozenset(tuned))
+
+
+def render(name: str, algo: str, env_id: str) -> str:
+    """The spec's text (not yet validated)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    if algo not in ALGOS:
+        raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
+    facts = env_facts(env_id)
+    if algo == "dqn" and not facts.discrete:
+        raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo or a2c")
+    s = settings_for(algo, env_id)
+    jinja = Environment(
+        loader=PackageLoader("rlgen", "templates"),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    jinja.filters["flow"] = _flow
+    per_iteration = s.steps * s.num_envs
+    return jinja.get_template("init.rl.yaml.j2").render(
+        name=name,
+        algo=algo,
+        env=facts,
+        s=s,
+        zoo=lambda key: "Zoo" if key in s.zoo else "SB3 default",
+        minibatch=min(s.minibatch, per_iteration),
+        target_iterations=max(1, round(s.target_every / per_iteration)),
+    )
+
+
+def _flow(value: Any) -> str:
+    """A value as YAML flow text: numbers, strings quoted as JSON, mappings and lists inline."""
+    import json
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value) if 1e-3 <= abs(value) < 1e6 or value == 0 else f"{value:.1e}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
+
+
+def cmd_init(args: Any) -> int:
+    import sys
+    from pathlib import Path
+
+    from rlgen.api import validate_text
+    from rlgen.dsl.report import REPORTERS
+
+    out = Path(args.output or f"{args.name}.rl.yaml")
+    if out.exists() and not args.force:
+        print(f"rlgen init: error: {out} exists; choose another name or -o FILE, or --force", file=sys.stderr)
+        return 2
+    try:
+        text = render(args.name, args.algo, args.env)
+    except ScaffoldError as exc:
+        print(f"rlgen init: error: {exc}", file=sys.stderr)
+        return 2
+    result = validate_text(text, str(out))
+    if not result.ok:  # e.g. a NAME the language does not take
+        print(REPORTERS["text"](result.diagnostics, {str(out): text}, False), file=sys.stderr)
+        print(f"rlgen init: error: {out} not written", file=sys.stderr)
+        return 1
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out} ({args.algo} on {args.env}); it validates. Train it: rlgen run {out}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "init",
+        help="write a commented starting spec for an algorithm and env",
+        description="Write NAME.rl.yaml: ALGO on ENV_ID with the RL Zoo's tuned settings where it has "
+        "them (Stable-Baselines3's defaults otherwise), shaped by the env's spaces; validated before it is written.",
+    )
+    p.add_argument("name", metavar="NAME", help="the spec's name (and file name)")
+    p.add_argument("--algo", choices=ALGOS, default="ppo", help="the algorithm (default ppo)")
+    p.add_argument("--env", required=True, metavar="ENV_ID", help="a gymnasium env id, e.g. CartPole-v1")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default NAME.rl.yaml)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE")
+    p.set_defaults(func=cmd_init)

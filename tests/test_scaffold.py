@@ -1,0 +1,66 @@
+"""``rlgen init``: a commented starting spec that validates and trains as written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlgen.api import validate_file, validate_text
+from rlgen.dsl.scaffold import ZOO, render
+
+from conftest import ROOT
+
+HOROVOD = (Path(sys.executable).with_name("horovodrun")).exists()
+
+
+def rlgen(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlgen", *map(str, args)], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("algo", "env"),
+    sorted(ZOO) + [("ppo", "MountainCarContinuous-v0"), ("a2c", "Pendulum-v1"), ("dqn", "MountainCar-v0")],
+)
+def test_every_algorithm_and_env_it_knows_or_not_gives_a_valid_spec(algo, env):
+    text = render(f"{algo}-test", algo, env)
+    result = validate_text(text, "init.rl.yaml")
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert not result.diagnostics, [d.message for d in result.diagnostics]  # no warnings either
+    tuned = (algo, env) in ZOO
+    assert ("# Zoo" in text) == tuned
+    assert result.spec.env.id == env and result.spec.deploy.policy == "single"
+
+
+def test_ppo_cartpole_is_the_zoo_example_setting_for_setting():
+    ours = validate_text(render("ppo-cartpole", "ppo", "CartPole-v1"), "init.rl.yaml").spec
+    example = validate_file(ROOT / "examples" / "ppo-cartpole.rl.yaml").spec
+    assert ours.env.num_envs == example.env.num_envs
+    assert ours.components["learner"].settings == example.components["learner"].settings
+    assert [b.repeat for b in ours.loop.blocks] == [b.repeat for b in example.loop.blocks]
+    assert (ours.train.total_steps, ours.train.stop.mean_return) == (example.train.total_steps, 475)
+
+
+def test_the_command_writes_only_what_validates(tmp_path):
+    r = rlgen("init", "my-agent", "--algo", "a2c", "--env", "CartPole-v1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "my-agent.rl.yaml").is_file() and "rlgen run my-agent.rl.yaml" in r.stdout
+    r = rlgen("init", "my-agent", "--env", "CartPole-v1", cwd=tmp_path)
+    assert r.returncode == 2 and "exists" in r.stderr  # never overwrites without --force
+    r = rlgen("init", "Bad Name", "--env", "CartPole-v1", cwd=tmp_path)
+    assert r.returncode == 1 and "not written" in r.stderr and not (tmp_path / "Bad Name.rl.yaml").exists()
+    r = rlgen("init", "q", "--algo", "dqn", "--env", "Pendulum-v1", cwd=tmp_path)
+    assert r.returncode == 2 and "Discrete" in r.stderr and "Traceback" not in r.stderr
+    r = rlgen("init", "q", "--env", "NoSuchEnv-v9", cwd=tmp_path)
+    assert r.returncode == 2 and "NoSuchEnv-v9" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not HOROVOD, reason="the full install (scripts/setup.sh)")
+@pytest.mark.parametrize(("algo", "env"), [("ppo", "Pendulum-v1"), ("dqn", "CartPole-v1")])
+def test_a_written_spec_trains_as_written(tmp_path, algo, env):
+    assert rlgen("init", "agent", "--algo", algo, "--env", env, cwd=tmp_path).returncode == 0
+    r = rlgen("run", "agent.rl.yaml", "--iterations", 3, "--quiet", "--run-dir", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "run" / "policy" / "saved_model.pb").is_file()
