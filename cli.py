@@ -93,7 +93,11 @@ def settings_given(args: argparse.Namespace) -> tuple:
 
 def _deploy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("deployment overrides (the algorithm part of the spec is unchanged)")
-    g.add_argument("--policy", help="distribution policy: single, actors-learner, central-inference, multi-learner")
+    from rlgen.codegen.policies import AUTO, POLICIES
+
+    names = [*POLICIES, AUTO]
+    policy = g.add_argument("--policy", help=f"distribution policy: {', '.join(names)}")
+    policy.completer = lambda prefix, **_: [n for n in names if n.startswith(prefix)]  # shell completion
     g.add_argument("--workers", type=int, metavar="N", help="number of processes (Horovod ranks)")
     where = g.add_mutually_exclusive_group()
     where.add_argument("--hosts", type=_hosts, metavar="H1:S,H2:S", help="hosts and slots, e.g. node1:2,node2:2")
@@ -209,11 +213,37 @@ def build_parser() -> argparse.ArgumentParser:
     from rlgen.dsl.scaffold import register as register_init
 
     register_init(sub)
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script",
+        description='Print rlgen\'s tab completion for a shell. bash: eval "$(rlgen completion bash)" in '
+        "~/.bashrc; zsh: the same in ~/.zshrc; fish: rlgen completion fish | source in config.fish.",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=cmd_completion)
     return parser
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    try:
+        import argcomplete
+    except ImportError:
+        raise UsageError(
+            "shell completion needs argcomplete: install the completion extra "
+            "(pip install 'rlgen[completion]'; scripts/setup.sh does)"
+        ) from None
+    sys.stdout.write(argcomplete.shellcode(["rlgen"], shell=args.shell))
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # a shell asking for completions (rlgen completion SHELL)
+        try:
+            import argcomplete
+        except ImportError:
+            return EXIT_USAGE
+        argcomplete.autocomplete(parser)  # prints the completions and exits
     args = parser.parse_args(argv)
     try:
         return args.func(args)
