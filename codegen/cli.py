@@ -83,17 +83,20 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(f"rlgen graph: error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     meta = {"version": __version__, "spec_file": Path(args.spec).name, "sha256": result.sha256}
-    text = dot.to_dot(fdg, meta)
-    if args.format == "svg":
-        svg = dot.to_svg(text)
-        if svg is None:
-            print("rlgen graph: error: Graphviz `dot` is not installed; use --format dot", file=sys.stderr)
+    data = dot.to_dot(fdg, meta).encode()
+    if args.format != "dot":
+        if args.format == "png" and not args.output and sys.stdout.isatty():
+            print("rlgen graph: error: a PNG is no text for a terminal; give -o FILE.png", file=sys.stderr)
             return EXIT_USAGE
-        text = svg
+        image = dot.render_image(data.decode(), args.format)
+        if image is None:
+            print(f"rlgen graph: error: {dot.INSTALL_GRAPHVIZ}", file=sys.stderr)
+            return EXIT_USAGE
+        data = image
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        Path(args.output).write_bytes(data)
     else:
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(data)
     return EXIT_OK
 
 
@@ -114,10 +117,10 @@ def register(sub, deploy_args) -> None:
     p = sub.add_parser(
         "graph",
         help="print the fragmented dataflow graph (DOT) of a spec",
-        description="Print the FDG with its placement as Graphviz DOT (or SVG).",
+        description="Print the FDG with its placement as Graphviz DOT, or draw it as SVG or PNG (Graphviz's `dot`).",
     )
     p.add_argument("spec", metavar="SPEC", help="the .rl.yaml spec")
-    p.add_argument("--format", choices=("dot", "svg"), default="dot")
+    p.add_argument("--format", choices=("dot", "svg", "png"), default="dot")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     deploy_args(p)
     p.set_defaults(func=cmd_graph)

@@ -48,10 +48,16 @@ def to_dot(fdg: FDG, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_svg(dot_text: str) -> str | None:
-    """SVG of the DOT text, or None when Graphviz's `dot` is not installed."""
+#: How to get Graphviz's `dot`, for the message when it is missing.
+INSTALL_GRAPHVIZ = (
+    "Graphviz's `dot` is not installed: apt-get install graphviz (Debian/Ubuntu; scripts/setup.sh does when run "
+    "as root), brew install graphviz (macOS), or use --format dot"
+)
+
+
+def render_image(dot_text: str, fmt: str) -> bytes | None:
+    """The DOT text drawn by Graphviz as ``fmt`` (svg, png), or None when `dot` is not installed."""
     exe = shutil.which("dot")
     if exe is None:
         return None
-    done = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=True)
-    return done.stdout
+    return subprocess.run([exe, f"-T{fmt}"], input=dot_text.encode(), capture_output=True, check=True).stdout

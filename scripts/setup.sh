@@ -73,6 +73,17 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# Graphviz draws `rlgen graph --format svg|png` (everything else works without it).
+if ! command -v dot >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Graphviz (apt-get install graphviz) for rlgen graph --format svg|png"
+    apt-get install -y -q graphviz >/dev/null 2>&1 \
+      || log "could not install Graphviz; rlgen graph --format dot still works (install graphviz to draw)"
+  else
+    log "note: rlgen graph --format svg|png needs Graphviz (apt-get install graphviz, brew install graphviz)"
+  fi
+fi
+
 case "${1:-}" in
   "") log "done: activate with 'source $VENV/bin/activate'" ;;
   main)

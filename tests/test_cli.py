@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +189,41 @@ def test_a_lag_for_a_policy_without_actors_is_a_warning(tmp_path):
     r = rlgen("validate", spec)
     assert r.returncode == 0 and "warning[W605]" in r.stdout and "is ignored" in r.stdout
     assert rlgen("validate", "-W", spec).returncode == 1
+
+
+@pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz's dot is not installed (scripts/setup.sh installs it as root)"
+)
+def test_graph_draws_svg_and_png(tmp_path):
+    spec = ROOT / "examples" / "ppo-cartpole.rl.yaml"
+    for fmt, magic in (("svg", b"<?xml"), ("png", b"\x89PNG")):
+        out = tmp_path / f"fdg.{fmt}"
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rlgen",
+                "graph",
+                str(spec),
+                "--format",
+                fmt,
+                "--policy",
+                "central-inference",
+                "--workers",
+                "2",
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+        )
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes().startswith(magic) and out.stat().st_size > 2000
+
+
+def test_graph_without_graphviz_says_how_to_install_it(tmp_path):
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # the venv's tools, no `dot`
+    spec = ROOT / "examples" / "ppo-cartpole.rl.yaml"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "graph", str(spec), "--format", "svg"], capture_output=True, text=True, env=env
+    )
+    assert r.returncode == 2 and "apt-get install graphviz" in r.stderr and "Traceback" not in r.stderr
