@@ -40,6 +40,7 @@ class Run:
     seed: int | None
     key: str  # the spec without its seed (and where the run is written): runs differing only by seed share it
     losses: list[str] = field(default_factory=list)
+    final: dict[str, float] | None = None  # the final evaluation (run.json), at its env steps and time
 
 
 def read_run(path: Path) -> Run:
@@ -67,7 +68,9 @@ def read_run(path: Path) -> Run:
         label += f" ({policy}, {workers})"
     key = json.dumps(keyed, sort_keys=True, default=str) + f"|{policy}|{workers}" if spec else str(path)
     losses = [k for k in LOSSES if any(r.get(k) is not None for r in rows)]
-    return Run(path, rows, label, seed, key, losses)
+    final = (run.get("final_eval") or {}).get("mean_return")
+    at = {"env_steps": run.get("env_steps", rows[-1]["env_steps"]), "time": run.get("elapsed", rows[-1]["time"])}
+    return Run(path, rows, label, seed, key, losses, {**at, "eval_mean_return": final} if final is not None else None)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -112,6 +115,8 @@ def _draw(ax: Any, group: list[Run], x: str, y: str, color: Any, label: str | No
 def _evals(ax: Any, group: list[Run], x: str, color: Any) -> None:
     for r in group:
         sx, sy = _series(r, x, "eval_mean_return")
+        if r.final is not None:  # the final policy's evaluation, after the last iteration
+            sx, sy = np.append(sx, r.final[x]), np.append(sy, r.final["eval_mean_return"])
         if len(sx):
             ax.scatter(sx, sy, color=color, marker="D", s=22, zorder=3, edgecolors="black", linewidths=0.6)
 
@@ -132,8 +137,11 @@ def plot(paths: list[Path], out: Path) -> Path:
     grouped = groups(runs)
     losses = [k for k in LOSSES if any(k in r.losses for r in runs)][:4]
     cols = max(2, len(losses))
-    fig = plt.figure(figsize=(3.4 * cols, 7.2 if losses else 3.8), layout="constrained")
-    grid = fig.add_gridspec(2 if losses else 1, 2 * cols)
+    fig = plt.figure(figsize=(3.4 * cols, 7.2 if losses else 3.8))
+    # a fixed layout: matplotlib's constrained layout would double the drawing time
+    grid = fig.add_gridspec(
+        2 if losses else 1, 2 * cols, left=0.06, right=0.98, top=0.95, bottom=0.08, wspace=1.1, hspace=0.32
+    )
     steps_ax = fig.add_subplot(grid[0, :cols])
     time_ax = fig.add_subplot(grid[0, cols:])
     loss_axes = [fig.add_subplot(grid[1, 2 * j : 2 * j + 2]) for j in range(len(losses))]
