@@ -174,10 +174,10 @@ def _rows(run_dir: Path) -> list[dict]:
         return []
 
 
-def _remember(info, hosts, rows: list[dict], policy: str | None = None, workers: int | None = None) -> None:
-    """Keep the run's speed on this machine for ``--policy auto`` (rlgen.runtime.history)."""
+def _remember(info, hosts, rows: list[dict]) -> None:
+    """Keep the speed of the build's run on this machine for ``--policy auto`` (rlgen.runtime.history)."""
     spec = json.loads((info.build_dir / "spec.resolved.json").read_text())
-    _history(spec, hosts).add(policy or info.policy, workers or info.workers, rows, info.name)
+    _history(spec, hosts).add(info.policy, info.workers, rows, info.name)
 
 
 def _cluster(args: argparse.Namespace, info, recorded: dict):
