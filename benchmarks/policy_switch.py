@@ -28,12 +28,14 @@ Ratios are only meaningful within one run of this script: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,14 +92,18 @@ def measure(workload: Workload, tmp: Path, cache: Path) -> list[dict]:
     """Every candidate's figures; each run's speed also lands in ``cache`` (what a machine
     that ran these before would remember for ``--policy auto``)."""
     spec = speed_only(workload.spec, tmp)
-    out = []
+    with _speeds_in(cache):
+        return [_measure_one(spec, policy, workers, workload, tmp) for policy, workers in CANDIDATES]
+
+
+@contextlib.contextmanager
+def _speeds_in(cache: Path) -> Iterator[None]:
+    """The runs started meanwhile keep their speeds in ``cache`` (rlgen.runtime.history)."""
     os.environ["RLGEN_CACHE_DIR"] = str(cache)
     try:
-        for policy, workers in CANDIDATES:
-            out.append(_measure_one(spec, policy, workers, workload, tmp))
+        yield
     finally:
         del os.environ["RLGEN_CACHE_DIR"]
-    return out
 
 
 def _measure_one(spec: Path, policy: str, workers: int, workload: Workload, tmp: Path) -> dict:
@@ -116,11 +122,8 @@ def run_auto(workload: Workload, tmp: Path, cache: Path, label: str) -> dict:
     ``cache`` as the machine's memory of measured speeds (rlgen.runtime.history)."""
     spec = speed_only(workload.spec, tmp)
     run_dir = tmp / f"auto-{label}"
-    os.environ["RLGEN_CACHE_DIR"] = str(cache)
-    try:  # 1 worker: this machine's default
+    with _speeds_in(cache):  # 1 worker: this machine's default
         result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)
-    finally:
-        del os.environ["RLGEN_CACHE_DIR"]
     if not result.ok:
         return {"error": result.error}
     record = json.loads((run_dir / "run.json").read_text())["auto"]

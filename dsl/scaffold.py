@@ -115,7 +115,7 @@ def settings_for(algo: str, env_id: str) -> Settings:
 
 def render(name: str, algo: str, env_id: str) -> str:
     """The spec's text (not yet validated)."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from rlgen.codegen.render import environment
 
     if algo not in ALGOS:
         raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
@@ -123,13 +123,7 @@ def render(name: str, algo: str, env_id: str) -> str:
     if algo == "dqn" and not facts.discrete:
         raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo or a2c")
     s = settings_for(algo, env_id)
-    jinja = Environment(
-        loader=PackageLoader("rlgen", "templates"),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    jinja = environment()  # the templates' own (generated code's filters included)
     jinja.filters["flow"] = _flow
     per_iteration = s.steps * s.num_envs
     return jinja.get_template("init.rl.yaml.j2").render(

@@ -37,6 +37,7 @@ from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
 
 from .history import History
+from .session import CATEGORIES as PARTS  # the parts a run times
 
 #: The most calibration may cost, as a share of the run's expected length.
 CALIBRATION_SHARE = 0.10
@@ -47,7 +48,6 @@ MEASURE_ITERATIONS = 8  # overlapped policies run ahead at first: fewer overstat
 #: Most workers tried on one machine (its cores + 1, since a learner waiting on a channel
 #: needs no core of its own).
 MAX_LOCAL_WORKERS = 4
-PARTS = ("inference", "env", "buffer", "update", "comm", "loop", "other")
 
 # Costs the model takes as given (measured on the reference machine, docs/policies.md):
 ROUND_TRIP_S = 0.0004  # one request and answer over a channel (central inference: per env step)
@@ -235,8 +235,8 @@ class Chooser:
         ms = {k: 1000 * v for k, v in base.parts.items()}
         single = Candidate("single", 1, base.steps_per_s, base.steps_per_s, ms, note=_runs(base.runs))
         for c in self.candidates:
-            if (c.policy, c.workers) in known:
-                c.measured, c.note = known[(c.policy, c.workers)].steps_per_s, _runs(known[(c.policy, c.workers)].runs)
+            if (m := known.get((c.policy, c.workers))) is not None:
+                c.measured, c.note = m.steps_per_s, _runs(m.runs)
         best, budget, expected_s = self._calibrate(profile, single)
         why = (
             f"{best.speed / single.speed:.2f}x single's steps/s, as measured on this machine before"

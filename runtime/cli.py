@@ -168,10 +168,9 @@ def _history(spec: dict, hosts):
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    try:
-        return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return []
+    from rlgen.runtime.session import read_metrics
+
+    return read_metrics(run_dir)
 
 
 def _remember(info, hosts, rows: list[dict]) -> None:

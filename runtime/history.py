@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .session import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
+
 #: Measurements kept per policy and worker count (the median of them is used).
 KEEP = 5
 #: Measurements older than this are forgotten.
@@ -39,8 +41,6 @@ MAX_AGE_DAYS = 30
 MIN_ITERATIONS = 3
 #: ``train`` settings that do not change the speed of an iteration.
 _UNTIMED_TRAIN = ("total_steps", "seed", "stop", "eval", "checkpoint", "log", "run_dir")
-#: Parts whose time per iteration a ``single`` run keeps (rlgen.runtime.session.CATEGORIES).
-PARTS = ("inference", "env", "buffer", "update", "comm", "loop", "other")
 
 
 def cache_dir() -> Path:
@@ -121,11 +121,6 @@ class History:
     def __init__(self, key: str, directory: Path | None = None) -> None:
         self.key = key
         self.path = (directory or cache_dir()) / "auto" / f"{key}.json"
-
-    @classmethod
-    def of_build(cls, build_dir: Path, hosts: Sequence[str]) -> History:
-        spec = json.loads((build_dir / "spec.resolved.json").read_text())
-        return cls(key_of(spec, hosts))
 
     def _read(self) -> dict[str, Any]:
         try:

@@ -44,15 +44,11 @@ class Run:
 
 
 def read_run(path: Path) -> Run:
-    metrics = path / "metrics.jsonl"
-    if not metrics.is_file():
+    from .session import read_metrics
+
+    if not (path / "metrics.jsonl").is_file():
         raise PlotError(f"{path}: not a run directory (no metrics.jsonl)")
-    rows = []
-    for line in metrics.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue  # a half-written last line of a running or killed run
+    rows = read_metrics(path)
     if not rows:
         raise PlotError(f"{path}: metrics.jsonl has no iterations yet")
     run = _json(path / "run.json")

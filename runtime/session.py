@@ -575,6 +575,17 @@ def _read_state(checkpoint: Path) -> dict[str, Any] | None:
     return state
 
 
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The iterations a run logged (``metrics.jsonl``); a half-written last line (a running or
+    killed run) is left out, and a run that logged nothing has none."""
+    rows = []
+    with contextlib.suppress(OSError):
+        for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                rows.append(json.loads(line))
+    return rows
+
+
 def _drop_rows_after(metrics: Path, iteration: int) -> None:
     """Keep the metric rows up to ``iteration``: a resumed run redoes the later ones."""
     if not metrics.is_file():

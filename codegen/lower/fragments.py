@@ -60,6 +60,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
     components, networks = lower_components(fdg, ctx, frag)
     act = ctx.spaces.action
     env = spec.env
+    ahead = ahead_steps(fdg, ctx)
     return FragmentPlan(
         name=frag.name,
         class_name=class_name(frag.name),
@@ -77,7 +78,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         components=components,
         weights=tuple(n.attr for n in networks),
         log_std=tuple(c.attr for c in components if c.kind == "policy" and gaussian(ctx, c.attr)),
-        steps=tuple(_step(fdg, ctx, frag, s, ahead_steps(fdg, ctx)) for s in frag.steps),
+        steps=tuple(_step(fdg, ctx, frag, s, ahead) for s in frag.steps),
         carried=_carried(fdg, frag),
         episode_capacity=steps_per_iteration(ctx),  # enough for one iteration's episodes
         boundary=boundary(fdg, frag, groups, ctx.policy.env_groups),
