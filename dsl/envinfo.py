@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import os
+
 from rlgen.dsl.catalog import KNOWN_ENVS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
+
+
+def quiet_mujoco(env_id: str | None) -> None:
+    """Before a MuJoCo env is made: MuJoCo's warnings are dropped (gymnasium's Hopper model
+    triggers a deprecation warning per env, dozens per run), instead of going to stdout and a
+    ``MUJOCO_LOG.TXT`` in the working directory. ``RLGEN_DEBUG=1`` keeps MuJoCo's own handling;
+    envs that are not MuJoCo's are left alone."""
+    from gymnasium.envs.registration import registry
+
+    spec = registry.get(env_id) if env_id else None
+    if os.environ.get("RLGEN_DEBUG") or spec is None or "mujoco" not in str(spec.entry_point):
+        return
+    import mujoco
+
+    mujoco.set_mju_user_warning(_drop)
+
+
+def _drop(message: str) -> None:
+    """A MuJoCo warning handler that keeps nothing."""
 
 
 def _declared(decl: SpaceDecl | None) -> Space | None:
@@ -67,6 +88,7 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
             )
         ]
     try:
+        quiet_mujoco(env.id)
         made = gymnasium.make(env.id, **env.kwargs)
         try:
             o, a = _from_gym_space(made.observation_space), _from_gym_space(made.action_space)

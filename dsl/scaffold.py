@@ -92,7 +92,10 @@ class EnvFacts:
 def env_facts(env_id: str) -> EnvFacts:
     import gymnasium as gym
 
+    from rlgen.dsl.envinfo import quiet_mujoco
+
     try:
+        quiet_mujoco(env_id)
         env = gym.make(env_id)
     except Exception as exc:  # noqa: BLE001 - gymnasium raises several kinds for an id it cannot make
         raise ScaffoldError(f"cannot make env '{env_id}': {exc}") from exc

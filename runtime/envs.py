@@ -22,6 +22,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlgen.dsl.envinfo import quiet_mujoco
+
 from .networks import import_callable
 
 
@@ -108,6 +110,7 @@ class VectorEnv:
             self.vectorization = "sync"
             return gym.vector.SyncVectorEnv([thunk] * self.num_envs, **next_step)
         assert env_id is not None
+        quiet_mujoco(env_id)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
         has_vector = gym.spec(env_id).vector_entry_point is not None

@@ -57,6 +57,17 @@ def test_the_command_writes_only_what_validates(tmp_path):
     assert r.returncode == 2 and "NoSuchEnv-v9" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_mujoco_envs_are_made_without_warnings_or_a_log_file(tmp_path):
+    """gymnasium's Hopper model makes MuJoCo warn (a deprecation) on every env it makes: to
+    stdout and into MUJOCO_LOG.TXT in the working directory, which rlgen must not write."""
+    pytest.importorskip("mujoco")
+    for args in (("init", "hop", "--env", "Hopper-v5"), ("validate", "hop.rl.yaml")):
+        r = rlgen(*args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "deprecated" not in r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hop.rl.yaml"]
+
+
 @pytest.mark.skipif(not HOROVOD, reason="the full install (scripts/setup.sh)")
 @pytest.mark.parametrize(("algo", "env"), [("ppo", "Pendulum-v1"), ("dqn", "CartPole-v1")])
 def test_a_written_spec_trains_as_written(tmp_path, algo, env):
