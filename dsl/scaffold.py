@@ -136,6 +136,7 @@ def render(name: str, algo: str, env_id: str) -> str:
         s=s,
         zoo=lambda key: "Zoo" if key in s.zoo else "SB3 default",
         minibatch=min(s.minibatch, per_iteration),
+        total_steps=-(-s.total_steps // per_iteration) * per_iteration,  # whole iterations, as SB3 runs
         target_iterations=max(1, round(s.target_every / per_iteration)),
     )
 

@@ -191,6 +191,13 @@ def test_a_lag_for_a_policy_without_actors_is_a_warning(tmp_path):
     assert rlgen("validate", "-W", spec).returncode == 1
 
 
+def test_a_budget_of_partial_iterations_is_a_warning_that_says_what_runs():
+    r = rlgen("validate", PPO, "--set", "train.total_steps=1000")
+    assert r.returncode == 0 and "warning[W705]" in r.stdout
+    assert "stops after 3 iterations, 768 env steps" in r.stdout and "use 768 or 1024" in r.stdout
+    assert "W705" not in rlgen("validate", PPO, "--set", "train.total_steps=1024").stdout
+
+
 @pytest.mark.skipif(
     shutil.which("dot") is None, reason="Graphviz's dot is not installed (scripts/setup.sh installs it as root)"
 )

@@ -20,6 +20,7 @@ def budget(ctx: Context) -> Iterator[Finding]:
     env: {id: CartPole-v1, num_envs: 8}
     loop: {rollout: {repeat: 32, do: [...]}}
     train: {total_steps: 100}     # E701: one iteration takes 256 steps
+    train: {total_steps: 1000}    # W705: 3 iterations (768 steps) run, not 1000
     ```
     """
     per_iter = steps_per_iteration(ctx)
@@ -30,6 +31,15 @@ def budget(ctx: Context) -> Iterator[Finding]:
             ("train", "total_steps"),
             f"total_steps ({train.total_steps}) is less than one iteration of the loop ({per_iter} env steps)",
             f"use at least {per_iter}",
+        )
+    if per_iter and train.total_steps >= per_iter and train.total_steps % per_iter:
+        iterations = train.total_steps // per_iter
+        yield warning(
+            "W705",
+            ("train", "total_steps"),
+            f"total_steps ({train.total_steps}) is not a whole number of iterations ({per_iter} env steps each): "
+            f"training stops after {iterations} iterations, {iterations * per_iter} env steps",
+            f"use {iterations * per_iter} or {(iterations + 1) * per_iter}",
         )
     for key, every in (("eval", train.eval.every), ("checkpoint", train.checkpoint.every)):
         if every > train.total_steps:
