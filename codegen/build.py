@@ -6,11 +6,14 @@ TensorFlow or Horovod.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from rlgen import __version__
@@ -27,8 +30,11 @@ from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
 
-#: Marks a directory written by ``rlgen build``, so a rebuild may replace it (and nothing else).
+#: Marks a directory written by ``rlgen build``, so a rebuild may replace it (and nothing else);
+#: it holds the build's key and the digest of each file written (see :func:`cached`).
 MARKER = ".rlgen-build"
+#: What a build is rendered by, besides the spec: a change in any of these files is a new build.
+SOURCES = ("__init__.py", "codegen", "dsl", "templates", "schemas")
 
 
 class BuildError(Exception):
@@ -101,8 +107,9 @@ def _safe_out_dir(out_dir: Path) -> Path:
     return out
 
 
-def write_tree(files: dict[str, str], out_dir: Path) -> None:
-    """Write ``files`` into ``out_dir`` atomically (a sibling temp dir, then a rename)."""
+def write_tree(files: dict[str, str], out_dir: Path, key: str = "") -> None:
+    """Write ``files`` into ``out_dir`` atomically (a sibling temp dir, then a rename), with the
+    marker recording ``key`` and each file's digest."""
     out = _safe_out_dir(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -113,7 +120,9 @@ def write_tree(files: dict[str, str], out_dir: Path) -> None:
                 raise BuildError(f"refusing to write {rel!r} outside the build directory")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        (tmp / MARKER).write_text(f"rlgen {__version__}\n", encoding="utf-8")
+        digests = {rel: _digest(text.encode("utf-8")) for rel, text in sorted(files.items())}
+        marker = {"rlgen": __version__, "key": key, "files": digests}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
         old = None
         if out.exists():
             old = out.with_name(f".{out.name}.old")
@@ -124,6 +133,63 @@ def write_tree(files: dict[str, str], out_dir: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """Of rlgen's own files that rendering depends on (so an edited template is a new build)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for top in SOURCES:
+        paths = [root / top] if (root / top).is_file() else sorted((root / top).rglob("*"))
+        for path in paths:
+            if path.is_file() and path.suffix in (".py", ".j2", ".json"):
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_key(result: Result, spec_file: str) -> str:
+    """What a build's files are a function of: the spec as resolved (overrides and deployment
+    included) and its file name, rlgen's rendering sources, and the versions of what resolves the
+    env's spaces and formats the code."""
+    assert result.spec is not None
+    versions = {name: _version(name) for name in ("gymnasium", "ruff")}
+    inputs = {
+        "rlgen": __version__,
+        "sources": _sources_digest(),
+        "versions": versions,
+        "spec_file": spec_file,
+        "sha256": result.sha256,
+        "settings": list(result.settings),
+        "spec": result.spec.to_dict(),
+    }
+    return _digest(json.dumps(inputs, sort_keys=True, default=str).encode("utf-8"))
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def cached(out_dir: Path, key: str) -> dict[str, str] | None:
+    """The files of the build in ``out_dir`` when it was written with ``key`` and no file has
+    changed since (a cache hit: nothing is rendered, formatted or rewritten); else None."""
+    try:
+        marker = json.loads((out_dir / MARKER).read_text(encoding="utf-8"))
+        if not isinstance(marker, dict) or marker.get("key") != key:
+            return None
+        files = {rel: (out_dir / rel).read_text(encoding="utf-8") for rel in marker["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if any(_digest(text.encode("utf-8")) != marker["files"][rel] for rel, text in files.items()):
+        return None
+    return files
 
 
 def formatted(files: dict[str, str]) -> dict[str, str]:
@@ -141,8 +207,13 @@ def formatted(files: dict[str, str]) -> dict[str, str]:
 
 
 def build(result: Result, out_dir: str | Path | None = None, spec_file: str | None = None) -> Build:
-    """Render (and with ``out_dir``, write) the build of a validated spec."""
+    """Render (and with ``out_dir``, write) the build of a validated spec. When ``out_dir``
+    already holds this very build, untouched, it is reused as it is."""
     name = spec_file or Path(result.file).name
+    key = build_key(result, name)
+    files = cached(Path(out_dir), key) if out_dir is not None else None
+    if files is not None:
+        return Build(fdg_of(result)[0], files, Path(out_dir))
     try:
         out = render_build(result, name)
     except RenderError as exc:
@@ -152,7 +223,7 @@ def build(result: Result, out_dir: str | Path | None = None, spec_file: str | No
     except FormatterMissing as exc:
         raise BuildError(str(exc)) from None
     if out_dir is not None:
-        write_tree(out.files, Path(out_dir))
+        write_tree(out.files, Path(out_dir), key)
         out.out_dir = Path(out_dir)
     return out
 

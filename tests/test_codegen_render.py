@@ -151,3 +151,23 @@ def test_a_conditional_learner_output_starts_as_none_under_its_own_name():
     dqn = (ROOT / "examples" / "dqn-cartpole.rl.yaml").read_text().replace("-> metrics", "-> losses")
     main = next(src for rel, src in _build_text(dqn).files.items() if rel.endswith("/main.py"))
     assert "losses = None  # until a learning block runs" in main and "metrics=losses," in main
+
+
+def test_an_identical_build_is_reused_untouched_and_any_change_rebuilds(tmp_path):
+    from rlgen.api import validate_file
+    from rlgen.dsl.overrides import seed_setting
+
+    spec = ROOT / "examples" / "ppo-cartpole.rl.yaml"
+    out = tmp_path / "b"
+    build(validate_file(spec), out)
+    main = next(out.glob("*/main.py"))
+    stamp = main.stat().st_mtime_ns
+    again = build(validate_file(spec), out)  # the same spec, the same rlgen: nothing rewritten
+    assert main.stat().st_mtime_ns == stamp and again.files[str(main.relative_to(out))] == main.read_text()
+    assert [r.rank for r in again.fdg.ranks] == [0]
+    main.write_text(main.read_text() + "# edited\n")  # an edited build is rendered again
+    build(validate_file(spec), out)
+    assert "# edited" not in main.read_text()
+    stamp = main.stat().st_mtime_ns
+    build(validate_file(spec, settings=[seed_setting(3)]), out)  # another spec: rendered again
+    assert main.stat().st_mtime_ns != stamp and "seed=3" in main.read_text()
