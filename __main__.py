@@ -1,5 +1,5 @@
 """``python -m rlgen``."""
 
-from rlgen.cli import main
+from rlgen.cli import entry
 
-raise SystemExit(main())
+entry()

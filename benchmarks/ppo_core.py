@@ -21,9 +21,11 @@ import time
 from dataclasses import dataclass, field
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("RLGEN_XLA_CACHE", "0")  # first calls compile unless --xla-cache names a cache
 
 
-from rlgen.runtime.tfutil import configure_threads, enable_xla_cache  # noqa: E402
+from rlgen.runtime.tfimport import enable_xla_cache  # noqa: E402
+from rlgen.runtime.tfutil import configure_threads  # noqa: E402
 
 
 @dataclass

@@ -17,8 +17,11 @@ start, about 0.05 s):
 * ``rlgen validate SPEC``;
 * ``rlgen build SPEC`` into a fresh directory, and again into the same one (cached: nothing
   rewritten, no formatter run);
-* ``python -c 'import tensorflow'``: TensorFlow's import, which every run pays;
-* drawing ``curves.png`` of the finished run (``rlgen plot``), which every run ends with.
+* ``python -c 'import rlgen.runtime, tensorflow'``: TensorFlow's import as every run pays it
+  (without the Keras that TensorFlow imports eagerly, see ``rlgen.runtime.tfimport``), and
+  plain ``import tensorflow`` for comparison;
+* drawing ``curves.png`` of the finished run (``rlgen plot``): a detached process does it once
+  the run has returned, off the user's wait.
 
 Ratios are only meaningful within one run of this script: the machine is shared.
 """
@@ -63,7 +66,8 @@ def measure(spec: Path, runs: int, work: Path) -> dict[str, float]:
         build = work / f"build-{spec.stem}-{i}"
         add("rlgen build (fresh)", timed([*rlgen, "build", str(spec), "-o", str(build)], work))
         add("rlgen build (cached)", timed([*rlgen, "build", str(spec), "-o", str(build)], work))
-        add("import tensorflow", timed([sys.executable, "-c", "import tensorflow"], work))
+        add("import tensorflow (a run)", timed([sys.executable, "-c", "import rlgen.runtime, tensorflow"], work))
+        add("import tensorflow (plain)", timed([sys.executable, "-c", "import tensorflow"], work))
         add("rlgen plot (curves.png)", timed([*rlgen, "plot", str(run_dir), "-o", str(work / "c.png")], work))
     return {name: statistics.median(values) for name, values in parts.items()}
 

@@ -27,10 +27,10 @@ import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .machine import cache_dir, cpu, tensorflow_version, version
 from .session import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
 
 #: Measurements kept per policy and worker count (the median of them is used).
@@ -43,27 +43,6 @@ MIN_ITERATIONS = 3
 _UNTIMED_TRAIN = ("total_steps", "seed", "stop", "eval", "checkpoint", "log", "run_dir")
 
 
-def cache_dir() -> Path:
-    if os.environ.get("RLGEN_CACHE_DIR"):
-        return Path(os.environ["RLGEN_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlgen"
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return ""
-
-
 def machine() -> dict[str, Any]:
     from rlgen import __version__
 
@@ -72,10 +51,10 @@ def machine() -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "cores": local_cores(),
-        "cpu": _cpu_model(),
+        "cpu": cpu()[0],
         "rlgen": __version__,
-        "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
-        "horovod": _version("horovod"),
+        "tensorflow": tensorflow_version(),
+        "horovod": version("horovod"),
     }
 
 

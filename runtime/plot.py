@@ -7,15 +7,17 @@ Q) against env steps. Several runs are overlaid; runs whose specs differ only by
 seed are drawn as one curve, the mean over the seeds with a band from the lowest to the
 highest, on a common grid up to the shortest of them.
 
-Every run ``rlgen run`` finishes also gets ``curves.png`` in its run directory.
-matplotlib is the ``plot`` extra (``scripts/setup.sh`` installs it); without it
-``rlgen plot`` says how to install it, and runs skip ``curves.png``.
+Every run ``rlgen run`` finishes also gets ``curves.png`` in its run directory, drawn by a
+detached ``rlgen plot`` once the run is done. matplotlib is the ``plot`` extra
+(``scripts/setup.sh`` installs it); without it ``rlgen plot`` says how to install it, and
+runs skip ``curves.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,21 +172,14 @@ def plot(paths: list[Path], out: Path) -> Path:
         if ax is not time_ax:
             ax.xaxis.set_major_formatter(thousands)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
-
-
-def write_curves(run_dir: Path) -> Path | None:
-    """``curves.png`` in a finished run's directory; None (and nothing written) without matplotlib.
-    A picture that fails to draw costs a warning, never the finished run."""
+    aside = out.with_name(f".{out.name}.{os.getpid()}")  # whole or not at all: a reader never sees half
     try:
-        return plot([run_dir], run_dir / "curves.png")
-    except PlotError:
-        return None
-    except Exception as exc:  # noqa: BLE001 - the run itself is done and saved
-        print(f"rlgen run: warning: could not draw {run_dir / 'curves.png'}: {exc}", file=sys.stderr)
-        return None
+        fig.savefig(aside, dpi=110, format=out.suffix[1:].lower())
+        os.replace(aside, out)
+    finally:
+        plt.close(fig)
+        aside.unlink(missing_ok=True)
+    return out
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ Python binding layers for functions with a fixed ``input_signature``.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,21 +33,6 @@ def configure_threads(inter_op: int = 1, intra_op: int = 1) -> None:
         tf.config.threading.set_intra_op_parallelism_threads(intra_op)
     except RuntimeError:
         pass
-
-
-def enable_xla_cache(directory: str | os.PathLike[str]) -> None:
-    """Keep XLA-compiled executables in ``directory`` and reuse them in later runs.
-
-    TensorFlow's persistent JIT cache: entries are keyed by the compiled program, so a
-    changed network or hyper-parameter compiles anew. Saves the first-call compile
-    (about 1.2-1.7 s for the PPO update on this machine) on every run after the first.
-    Must be called before the first XLA compilation in the process.
-    """
-    os.makedirs(directory, exist_ok=True)
-    flag = f"--tf_xla_persistent_cache_directory={os.fspath(directory)}"
-    existing = os.environ.get("TF_XLA_FLAGS", "")
-    if flag not in existing:
-        os.environ["TF_XLA_FLAGS"] = f"{existing} {flag}".strip()
 
 
 def flat_caller(fn: Any) -> FlatCall:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,11 @@ def check_golden(path: Path, actual: str, update: bool) -> None:
         return
     expected = path.read_text(encoding="utf-8")
     assert actual == expected, f"output differs from {path}; rerun with --update-goldens if intended"
+
+
+def drawn(path: Path, timeout: float = 60.0) -> bytes:
+    """The bytes of a file a detached process writes (a run's curves.png), once it is there."""
+    deadline = time.monotonic() + timeout
+    while not path.is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return path.read_bytes()

@@ -1,0 +1,42 @@
+"""This machine, as what rlgen keeps across runs is keyed by: the cache directory, the CPU, and
+installed versions. Light on purpose (no numpy, no TensorFlow): a rank reads it before
+TensorFlow's import (:mod:`rlgen.runtime.tfimport`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from importlib import metadata
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """``$RLGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgen``, else ``~/.cache/rlgen``."""
+    if os.environ.get("RLGEN_CACHE_DIR"):
+        return Path(os.environ["RLGEN_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlgen"
+
+
+def version(dist: str) -> str:
+    """The installed version of distribution ``dist`` ('' when it is not installed)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def tensorflow_version() -> str:
+    return version("tensorflow") or version("tensorflow-cpu")
+
+
+def cpu() -> tuple[str, str]:
+    """The CPU's model name and its feature flags, from ``/proc/cpuinfo`` ('' where unknown)."""
+    model = flags = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = value.strip()
+    return model, flags

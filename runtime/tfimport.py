@@ -1,0 +1,132 @@
+"""How an rlgen process sets TensorFlow up before importing it: without what rlgen never uses,
+and with XLA's compiled programs kept across runs.
+
+**Keras and matplotlib are not imported** (about 1.3 s less per process).
+
+``import tensorflow`` eagerly imports Keras 3 (``keras.src.optimizers``, which pulls in all of
+Keras), and Keras imports ``matplotlib.pyplot`` where matplotlib is installed: 1.3 of the 5.1 s
+the import takes on the reference machine (``python -X importtime -c 'import tensorflow'``).
+rlgen uses neither in a rank. Both imports are guarded by ``except ImportError`` upstream, so a
+finder that declines a module *only while the importing package's own ``__init__`` runs* skips
+them:
+
+* ``keras`` while ``tensorflow`` initialises (TensorFlow's eager Keras import; single-process
+  runs and ``rlgen eval`` then never load Keras);
+* ``matplotlib`` while ``keras`` initialises (Keras' image-gallery helper; ranks still load
+  Keras, because ``horovod.tensorflow`` subclasses a Keras layer at import).
+
+Afterwards both import as usual for any code that asks for them (the lazy ``tf.keras``, a
+custom env factory, ``rlgen plot``). The spec is the real one, so ``importlib.util.find_spec``
+still locates Keras for TensorFlow's ``tf.keras`` wiring.
+
+**XLA's persistent compile cache** (TensorFlow's ``--tf_xla_persistent_cache_directory``):
+the first call of every ``jit_compile`` step (the PPO update, the in-graph rollout) compiles
+for 1-2 s per function here, in every run; with the cache only the first run on this machine
+does, and later runs load the program. TensorFlow keys an entry by the function's signature
+and the fingerprint of its HLO program and checks the program on load, so a changed network,
+batch or hyper-parameter compiles anew. What the fingerprint does not cover is kept apart by
+directory: :func:`xla_cache_dir` is keyed by the TensorFlow version, the CPU (model and
+feature flags: XLA compiles for the host's instructions) and any ``XLA_FLAGS`` /
+``TF_XLA_FLAGS`` the user set, so that a cached program is always the one a fresh compile
+would produce (``tests/test_run_e2e.py`` runs the same seed with an empty and a filled
+cache and compares). Entries unused for :data:`XLA_CACHE_DAYS` days are removed.
+``RLGEN_XLA_CACHE=0`` turns the cache off; a ``TF_XLA_FLAGS`` that already names a cache
+directory is left as it is.
+
+Both are installed by ``rlgen.runtime``'s ``__init__``, which every generated rank imports
+before TensorFlow. ``RLGEN_TF_KERAS=1`` leaves the Keras and matplotlib imports alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .machine import cache_dir, cpu, tensorflow_version
+
+#: Cached XLA programs not used (modified) for this many days are removed.
+XLA_CACHE_DAYS = 30
+_XLA_FLAG = "--tf_xla_persistent_cache_directory"
+_OURS = "RLGEN_XLA_CACHE_SET"  # the directory this module added to TF_XLA_FLAGS (not the user)
+
+# module declined -> the package whose initialisation it is declined during
+DECLINED_DURING = {"keras": "tensorflow", "matplotlib": "keras"}
+
+
+class _Declined(importlib.abc.Loader):
+    def __init__(self, name: str, during: str) -> None:
+        self.name, self.during = name, during
+
+    def create_module(self, spec):  # noqa: ANN001, ANN201 (loader protocol)
+        return None
+
+    def exec_module(self, module):  # noqa: ANN001, ANN201 (loader protocol)
+        raise ImportError(f"{self.name} is not imported while {self.during} initialises (RLGEN_TF_KERAS=1 allows it)")
+
+
+class _DeclineDuringInit(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 (finder protocol)
+        during = DECLINED_DURING.get(fullname)
+        if during is None:
+            return None
+        spec = getattr(sys.modules.get(during), "__spec__", None)
+        if spec is None or not getattr(spec, "_initializing", False):
+            return None
+        real = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if real is not None:
+            real.loader = _Declined(fullname, during)
+        return real
+
+
+def install() -> None:
+    """Before TensorFlow's import (nothing once it is imported): the finder first on
+    ``sys.meta_path`` (once), and XLA's compile cache."""
+    if "tensorflow" in sys.modules:
+        return
+    if os.environ.get("RLGEN_TF_KERAS") != "1" and not any(isinstance(f, _DeclineDuringInit) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DeclineDuringInit())
+    # a parent rlgen process's cache flag is inherited by its children (ranks, possibly on other
+    # hosts, tests' subprocesses): each process keys its own directory
+    inherited = os.environ.pop(_OURS, None)
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if inherited:
+        flags = " ".join(f for f in flags.split() if f != f"{_XLA_FLAG}={inherited}")
+        os.environ["TF_XLA_FLAGS"] = flags
+    if os.environ.get("RLGEN_XLA_CACHE", "1") != "0" and _XLA_FLAG not in flags:
+        enable_xla_cache(xla_cache_dir())
+
+
+def xla_cache_dir() -> Path:
+    """``<cache>/xla/<key>``: one directory per TensorFlow version, CPU and user XLA flags."""
+    model, flags = cpu()
+    key = {
+        "tensorflow": tensorflow_version(),
+        "cpu": model,
+        "cpu_flags": flags,
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+        "TF_XLA_FLAGS": os.environ.get("TF_XLA_FLAGS", ""),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / "xla" / f"tf{key['tensorflow'] or 'unknown'}-{digest}"
+
+
+def enable_xla_cache(directory: str | os.PathLike[str]) -> None:
+    """Keep XLA-compiled programs in ``directory`` and reuse them in later runs (set before
+    TensorFlow compiles anything); entries unused for :data:`XLA_CACHE_DAYS` days go."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        horizon = time.time() - XLA_CACHE_DAYS * 86400
+        for entry in os.scandir(path):
+            if entry.is_file() and entry.stat().st_mtime < horizon:
+                Path(entry.path).unlink(missing_ok=True)
+    except OSError:  # an unwritable cache costs the compile time, never the run
+        return
+    os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {_XLA_FLAG}={path}".strip()
+    os.environ[_OURS] = str(path)
