@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from rlgen.cli import EXIT_INVALID as EXIT_FAILED
-from rlgen.cli import EXIT_OK, EXIT_USAGE, override_argv, setting_args, settings_given
+from rlgen.cli import EXIT_OK, EXIT_USAGE, UsageError, override_argv, setting_args, settings_given
 
 
 def _build_for(args: argparse.Namespace) -> tuple[Path | None, int]:
@@ -276,19 +276,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
         why = "no periodic evaluation ran (train.eval.every)" if args.best else "the run did not finish"
         print(f"rlgen eval: error: {run_dir} has no {name}/ ({why})", file=sys.stderr)
         return EXIT_FAILED
+    video = Path(args.video) if args.video else None
+    if video is not None:
+        _need_video_writer()
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from rlgen.runtime.evaluate import evaluate
+    from rlgen.runtime.evaluate import VideoError, evaluate, video_paths
 
     policy = tf.saved_model.load(str(run_dir / name))
     try:
         returns = evaluate(
-            lambda obs: policy.act(tf.constant(obs)).numpy(), doc["config"]["env"], args.episodes, args.seed
+            lambda obs: policy.act(tf.constant(obs)).numpy(),
+            doc["config"]["env"],
+            args.episodes,
+            args.seed,
+            video,
+            name,
         )
-    except ImportError as exc:  # a custom env factory that is not importable from here
+    except (ImportError, VideoError) as exc:  # a custom env factory not importable from here; no frames to record
         print(f"rlgen eval: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = {
@@ -298,6 +306,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "min": float(returns.min()),
         "max": float(returns.max()),
     }
+    if video is not None:
+        out["videos"] = [str(p) for p in video_paths(video, name, len(returns)) if p.is_file()]
     if args.json:
         print(json.dumps(out))
     else:
@@ -305,7 +315,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{run_dir}: {out['episodes']} episodes, return {out['mean_return']:.1f} ± {out['std_return']:.1f} "
             f"(min {out['min']:.1f}, max {out['max']:.1f})"
         )
+        if video is not None:
+            print(f"{len(out['videos'])} videos in {video}/ ({name}-episode-K.mp4: episode K of the returns)")
     return EXIT_OK
+
+
+def _need_video_writer() -> None:
+    """``--video``: gymnasium's RecordVideo writes its mp4s with moviepy, the ``video`` extra."""
+    try:
+        import moviepy  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "--video needs moviepy: install the video extra (pip install 'rlgen[video]'; scripts/setup.sh does)"
+        ) from None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -394,6 +416,11 @@ def register(sub, deploy_args) -> None:
         "--best", action="store_true", help="the policy of the best periodic evaluation (policy-best/), not the last"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--video",
+        metavar="DIR",
+        help="record the episodes, one after another, as DIR/<policy>-episode-K.mp4 (needs the video extra)",
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(

@@ -14,6 +14,7 @@ which values it on the reset step: the bootstrap value comes for free.
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -44,6 +45,12 @@ def replica_seed(seed: int, rank: int) -> int:
     return env_seed(seed, rank, _REPLICA_STREAM)
 
 
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name`` (by name or through ``**kwargs``)."""
+    params = inspect.signature(fn).parameters.values()
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
 class VectorEnv:
     """``num_envs`` copies of one environment, stepped together in this process.
 
@@ -52,6 +59,8 @@ class VectorEnv:
     by ``(seed, rank)``) and otherwise ``SyncVectorEnv`` (env ``i`` seeded by
     ``(seed, rank, i)``); ``"vector_entry_point"`` or ``"sync"`` force one.
     ``factory`` (``"pkg.module:callable"``) replaces ``env_id`` for custom envs.
+    ``render_mode`` goes to ``gymnasium.make`` (or to a factory that takes it);
+    ``wrappers`` wrap each env in turn and make ``"auto"`` pick ``SyncVectorEnv``.
 
     Completed episodes' returns and lengths are kept in :attr:`episode_returns` /
     :attr:`episode_lengths` (the last ``window``) and in :attr:`completed` (all since
@@ -69,12 +78,16 @@ class VectorEnv:
         max_episode_steps: int | None = None,
         vectorization: str = "auto",
         window: int = 100,
+        render_mode: str | None = None,
+        wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
     ) -> None:
         if (env_id is None) == (factory is None):
             raise ValueError("give exactly one of env_id and factory")
         self.num_envs, self.seed, self.rank = int(num_envs), int(seed), int(rank)
         kwargs = dict(kwargs or {})
-        self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, list(wrappers))
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         box = isinstance(self.action_space, gym.spaces.Box)
@@ -96,15 +109,20 @@ class VectorEnv:
         kwargs: dict[str, Any],
         max_episode_steps: int | None,
         vectorization: str,
+        wrappers: list[Callable[[gym.Env], gym.Env]],
     ) -> gym.vector.VectorEnv:
         next_step = {"autoreset_mode": AutoresetMode.NEXT_STEP}
         if factory is not None:
             make_one = import_callable(factory) if isinstance(factory, str) else factory
+            if "render_mode" in kwargs and not _takes(make_one, "render_mode"):
+                del kwargs["render_mode"]  # its envs have a render mode of their own (wrappers can check it)
 
             def thunk() -> gym.Env:
                 env = make_one(**kwargs)
                 if max_episode_steps is not None:
                     env = gym.wrappers.TimeLimit(env, max_episode_steps)
+                for wrap in wrappers:
+                    env = wrap(env)
                 return env
 
             self.vectorization = "sync"
@@ -113,7 +131,7 @@ class VectorEnv:
         quiet_mujoco(env_id)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
-        has_vector = gym.spec(env_id).vector_entry_point is not None
+        has_vector = gym.spec(env_id).vector_entry_point is not None and not wrappers
         if vectorization == "vector_entry_point" or (vectorization == "auto" and has_vector):
             env = gym.make_vec(env_id, self.num_envs, "vector_entry_point", **kwargs)
             if env.metadata.get("autoreset_mode") == AutoresetMode.NEXT_STEP:
@@ -125,7 +143,7 @@ class VectorEnv:
         elif vectorization not in ("auto", "sync"):
             raise ValueError(f"unknown vectorization {vectorization!r}")
         self.vectorization = "sync"
-        return gym.make_vec(env_id, self.num_envs, "sync", vector_kwargs=next_step, **kwargs)
+        return gym.make_vec(env_id, self.num_envs, "sync", vector_kwargs=next_step, wrappers=wrappers, **kwargs)
 
     def reset(self) -> np.ndarray:
         """Start new episodes in every env (the first call seeds them); returns ``obs``."""

@@ -1,10 +1,14 @@
-"""Evaluating a policy: run whole episodes on fresh envs and report their returns."""
+"""Evaluating a policy: run whole episodes on fresh envs and report their returns, and
+record them as videos on request (gymnasium's ``RecordVideo``; moviepy writes the mp4s)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from .envs import VectorEnv
@@ -12,14 +16,23 @@ from .envs import VectorEnv
 ActFn = Callable[[np.ndarray], np.ndarray]
 
 
-def evaluate(act: ActFn, env: Mapping[str, Any], episodes: int, seed: int) -> np.ndarray:
+class VideoError(Exception):
+    """Episodes that cannot be recorded: the env draws no ``rgb_array`` frames (the message says why)."""
+
+
+def evaluate(
+    act: ActFn, env: Mapping[str, Any], episodes: int, seed: int, video: Path | None = None, name: str = "policy"
+) -> np.ndarray:
     """Returns of ``episodes`` complete episodes of ``act`` on envs made from ``env``.
 
     ``env`` holds ``id``/``factory``/``kwargs``/``max_episode_steps`` as in the spec.
     The envs are seeded apart from training's (rank ``1 << 16``), and only the first
     episode of each env counts, so every episode starts from a fresh seeded reset.
+    With ``video`` (a folder), the episodes run one after another on one env that
+    draws ``rgb_array`` frames, episode ``k`` recorded into ``video_paths(video, name,
+    episodes)[k]``: RecordVideo keeps an episode's frames in memory until it ends.
     """
-    n = max(1, min(int(episodes), 16))
+    n = 1 if video is not None else max(1, min(int(episodes), 16))
     vec = VectorEnv(
         env_id=env.get("id"),
         num_envs=n,
@@ -28,6 +41,7 @@ def evaluate(act: ActFn, env: Mapping[str, Any], episodes: int, seed: int) -> np
         factory=env.get("factory"),
         kwargs=env.get("kwargs") or {},
         max_episode_steps=env.get("max_episode_steps"),
+        **({} if video is None else _recording(env, video, name)),
     )
     returns: list[float] = []
     try:
@@ -44,3 +58,45 @@ def evaluate(act: ActFn, env: Mapping[str, Any], episodes: int, seed: int) -> np
     finally:
         vec.close()
     return np.asarray(returns[:episodes], np.float64)
+
+
+def video_paths(folder: Path, name: str, episodes: int) -> list[Path]:
+    """The mp4 files :func:`evaluate` records ``episodes`` episodes into, in episode order."""
+    return [folder / f"{name}-episode-{k}.mp4" for k in range(episodes)]
+
+
+def _recording(env: Mapping[str, Any], folder: Path, name: str) -> dict[str, Any]:
+    """:class:`VectorEnv` arguments that record every episode of its env into ``folder``."""
+    _draw_offscreen()
+    what = env.get("factory") or env.get("id")
+
+    def record(one: gym.Env) -> gym.Env:
+        _check_frames(one, what)
+        return gym.wrappers.RecordVideo(one, str(folder), episode_trigger=lambda _: True, name_prefix=name)
+
+    return {"render_mode": "rgb_array", "wrappers": [record]}
+
+
+def _draw_offscreen() -> None:
+    """pygame (the classic-control envs) draws on SDL's dummy display: no window is needed,
+    and SDL says nothing about a missing one. MuJoCo's OpenGL is left to MUJOCO_GL (its EGL
+    under Mesa crashed in a process that had imported TensorFlow)."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+def _check_frames(env: gym.Env, what: str) -> None:
+    """Raise :class:`VideoError` unless ``env`` draws ``rgb_array`` frames (it draws one to tell)."""
+    if env.render_mode != "rgb_array":
+        raise VideoError(
+            f"--video: {what} makes envs with render_mode {env.render_mode!r}, not 'rgb_array' "
+            "(an env factory must take render_mode and pass it to its env)"
+        )
+    try:
+        env.reset()  # the seeded reset that starts the evaluation follows
+        frame = env.render()
+    except Exception as exc:  # a missing drawing package, no OpenGL context for MuJoCo, ...
+        mujoco = type(exc).__module__.partition(".")[0] == "mujoco"
+        hint = "; without a display MuJoCo needs MUJOCO_GL=egl or osmesa" if mujoco else ""
+        raise VideoError(f"--video: {what} cannot draw frames ({type(exc).__name__}: {exc}{hint})") from None
+    if not isinstance(frame, np.ndarray):
+        raise VideoError(f"--video: {what} draws {type(frame).__name__}, not an rgb_array image")
