@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rlgen.runtime.cli import register as register_runtime
 
     register_runtime(sub, _deploy_args)
+    from rlgen.runtime.tune import register as register_tune
+
+    register_tune(sub, _deploy_args)
     from rlgen.runtime.plot import register as register_plot
 
     register_plot(sub)

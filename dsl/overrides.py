@@ -41,15 +41,21 @@ def parse_setting(text: str) -> Setting:
     path_text, eq, value_text = text.partition("=")
     if not eq or not path_text.strip():
         raise OverrideError(f"'{text}' is not PATH=VALUE (e.g. components.learner.lr=3e-4)")
-    parts = path_text.strip().split(".")
-    if any(not p for p in parts):
-        raise OverrideError(f"'{path_text}' has an empty part: write keys joined by dots, e.g. train.seed")
+    path = parse_path(path_text.strip())
     try:
         value, _ = load_yaml(value_text, f"--set {text}")
     except YamlError as exc:
         raise OverrideError(f"--set {text}: {exc.diagnostics[0].message}") from None
-    path = tuple(int(p) if p.isdigit() else p for p in parts)
     return Setting(path, value, f"--set {path_text.strip()}={value_text}")
+
+
+def parse_path(text: str) -> tuple[str | int, ...]:
+    """``networks.pi.hidden.0`` → ``("networks", "pi", "hidden", 0)`` (list items by index);
+    raises :class:`OverrideError` for an empty part."""
+    parts = text.split(".")
+    if any(not p for p in parts):
+        raise OverrideError(f"'{text}' has an empty part: write keys joined by dots, e.g. train.seed")
+    return tuple(int(p) if p.isdigit() else p for p in parts)
 
 
 def seed_setting(seed: int) -> Setting:

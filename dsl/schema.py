@@ -28,13 +28,14 @@ _TYPE_NAMES = {
 
 
 @functools.cache
-def schema_text() -> str:
-    return resources.files("rlgen.schemas").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+def schema_text(name: str = SCHEMA_FILE) -> str:
+    """The text of a schema of ``rlgen/schemas`` (the language's by default)."""
+    return resources.files("rlgen.schemas").joinpath(name).read_text(encoding="utf-8")
 
 
 @functools.cache
-def validator() -> jsonschema.protocols.Validator:
-    return jsonschema.Draft202012Validator(json.loads(schema_text()))
+def validator(name: str = SCHEMA_FILE) -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(json.loads(schema_text(name)))
 
 
 @functools.cache
@@ -211,11 +212,12 @@ def _examples_hint(schema: dict[str, Any]) -> str:
     return f"for example: {json.dumps(examples[0])}" if examples else ""
 
 
-def check_schema(data: Any) -> list[Finding]:
-    """All schema errors of ``data``, explained; empty when it conforms."""
+def check_schema(data: Any, schema: str = SCHEMA_FILE) -> list[Finding]:
+    """All errors of ``data`` against a schema of ``rlgen/schemas`` (the language's by
+    default), explained; empty when it conforms."""
     findings: list[Finding] = []
     seen: set[tuple] = set()
-    errors = sorted(validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     for top in errors:
         for leaf in _leaves(top):
             for f in _explain(leaf):

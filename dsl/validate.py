@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlgen.dsl.checks import Context, run_checks
 from rlgen.dsl.dataflow import Dataflow, analyze
@@ -32,6 +33,7 @@ class Result:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     overrides: tuple[str, ...] = ()  # the command line's changes to the file, as flags
     settings: tuple[str, ...] = ()  # those of them that change more than the deployment
+    document: Any = None  # the loaded document with the overrides written in
 
     @property
     def ok(self) -> bool:
@@ -98,6 +100,7 @@ def validate_file(path: str | Path, **kw) -> Result:
 
 def _validate_data(result, data, smap, extra_checks, overrides: Overrides, min_workers) -> Result:
     data, misfits = apply_overrides(data, overrides, min_workers)
+    result.document = data
     findings = check_schema(data)
     if not findings:
         spec = build_spec(integral(data))

@@ -1,0 +1,325 @@
+"""``rlgen tune SPEC --space FILE --trials N``: search a spec's hyper-parameters with Optuna.
+
+Each trial is one ``rlgen run`` of the spec with the trial's values as ``--set``s, in a
+process of its own (run directory ``OUT/trial-K``, its output in ``OUT/trial-K.log``,
+its build in ``OUT/builds/trial-K``). Its ``metrics.jsonl`` is read as it is written: the
+mean training return goes to Optuna's median pruner on a grid of env steps every trial
+shares, and a trial the pruner stops gets SIGINT, as Ctrl-C stops a run (it finishes the
+iteration and writes a final checkpoint; its run directory stays). TPE, seeded with the
+spec's ``train.seed`` (``--seed``), samples the trials, so a command samples the same
+values each time it is run.
+
+At the end: a table of the trials, ``OUT/best.rl.yaml`` (the spec with the best trial's
+values written in, as ``--set`` writes them) and ``OUT/tune.json`` (Optuna-free).
+
+Optuna is the optional ``tune`` extra: no other command needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rlgen.cli import EXIT_INVALID, EXIT_OK, UsageError, deploy_overrides, override_argv
+
+#: Intermediate values per trial that the pruner compares: every ``total_steps / REPORTS`` env steps.
+REPORTS = 20
+#: Seconds between looks at a running trial's metrics.
+POLL_S = 0.5
+#: Seconds a stopped trial gets to finish its iteration and write its checkpoint.
+STOP_WAIT_S = 60.0
+BEST_SPEC = "best.rl.yaml"
+
+
+@dataclass
+class TrialRecord:
+    """One trial as ``tune.json`` keeps it."""
+
+    number: int
+    params: dict[str, Any]
+    state: str = "running"  # then complete, pruned, failed or interrupted
+    value: float | None = None
+    note: str = ""  # why it was pruned or failed
+    seconds: float = 0.0
+    run_dir: str = ""
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    try:
+        import optuna
+    except ImportError:
+        raise UsageError("tuning needs Optuna: pip install 'rlgen[tune]' (scripts/setup.sh installs it)") from None
+    from optuna.trial import TrialState
+
+    from rlgen.codegen.cli import validated
+    from rlgen.runtime.session import default_run_dir
+
+    if args.trials < 1:
+        raise UsageError(f"--trials {args.trials}: give at least 1")
+    result, code = validated(args)
+    if result is None:
+        return code
+    space = _space(args, result)
+    if space is None:
+        return EXIT_INVALID
+    spec = result.spec
+    out = Path(args.out) if args.out else default_run_dir(f"{spec.name}-tune", spec.train.run_dir)
+    try:
+        if out.exists() and any(out.iterdir()):
+            raise UsageError(f"{out} exists and is not empty; choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warmup = spec.train.total_steps // 4 if space.warmup_steps is None else space.warmup_steps
+    pruner = optuna.pruners.MedianPruner(space.startup_trials, warmup) if space.prune else None
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.TPESampler(seed=spec.train.seed), pruner=pruner
+    )
+    every = max(spec.train.total_steps // REPORTS, 1)
+    records: list[TrialRecord] = []
+    for number in range(args.trials):
+        trial = study.ask()
+        record = TrialRecord(number, {p.name: _suggest(trial, p) for p in space.params}, run_dir=f"trial-{number}")
+        records.append(record)
+        interrupted = _run(args, space, trial, record, out, every)
+        state = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(record.state, TrialState.FAIL)
+        study.tell(trial, record.value if record.state == "complete" else None, state)
+        print(_line(record, space.objective, args.trials), flush=True)
+        if interrupted:
+            break
+    return _finish(args, result, space, records, out)
+
+
+def _space(args: argparse.Namespace, result):
+    """The checked search space, or None after printing its diagnostics."""
+    from rlgen.api import validate_file
+    from rlgen.dsl.report import REPORTERS
+    from rlgen.dsl.tunespace import check_space
+
+    def with_setting(setting):
+        overrides = deploy_overrides(args)
+        return validate_file(args.spec, **{**overrides, "settings": (*overrides["settings"], setting)})
+
+    try:
+        checked = check_space(args.space, result.spec, with_setting)
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.space}: {exc.strerror or exc}") from None
+    if not checked.ok:
+        print(
+            REPORTERS["text"](checked.diagnostics, {checked.file: checked.text}, sys.stderr.isatty()), file=sys.stderr
+        )
+    return checked.space
+
+
+def _suggest(trial, p) -> Any:
+    """The trial's value of ``p`` (choices by index, so that any YAML value can be one)."""
+    if p.choices:
+        return p.choices[trial.suggest_categorical(p.name, list(range(len(p.choices))))]
+    if p.integer:
+        return trial.suggest_int(p.name, p.low, p.high, step=p.step or 1, log=p.log)
+    return trial.suggest_float(p.name, p.low, p.high, step=p.step, log=p.log)
+
+
+def _run(args: argparse.Namespace, space, trial, record: TrialRecord, out: Path, every: int) -> bool:
+    """Train one trial in a process of its own and fill in how it ended; True if Ctrl-C stopped it."""
+    run_dir, log = out / record.run_dir, out / f"{record.run_dir}.log"
+    deploy = [("--policy", args.policy), ("--workers", args.workers), ("--hosts", ",".join(args.hosts or ()))]
+    cmd = [sys.executable, "-m", "rlgen", "run", args.spec, *(w for f, v in deploy if v for w in (f, str(v)))]
+    cmd += override_argv(args)
+    cmd += [w for p in space.params for w in p.setting(record.params[p.name]).flag.split(" ", 1)]
+    cmd += ["--run-dir", str(run_dir), "--build-dir", str(out / "builds" / record.run_dir), "--quiet"]
+    started = time.monotonic()
+    with open(log, "wb") as f:  # its own session: Ctrl-C in the terminal reaches only this process
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=True)
+    interrupted, pruned_at = False, None
+    try:
+        pruned_at = _watch(proc, run_dir / "metrics.jsonl", trial, every)
+    except KeyboardInterrupt:
+        _stop(proc)
+        interrupted = True
+    record.seconds = round(time.monotonic() - started, 1)
+    doc = _run_json(run_dir)
+    if pruned_at is not None:
+        record.state = "pruned"
+        record.note = f"stopped at {pruned_at:,} env steps: its mean return was below the median of earlier trials"
+    elif proc.returncode == 0 and doc.get("status") == "finished":  # Ctrl-C may come as it ends
+        record.value = _objective(run_dir, doc, space.objective)
+        record.state = "complete" if record.value is not None else "failed"
+        record.note = "" if record.value is not None else f"the run logged no {space.objective}"
+    elif interrupted:
+        record.state, record.note = "interrupted", "stopped by Ctrl-C"
+    else:
+        record.state, record.note = "failed", _error_line(log) or f"rlgen run exited with status {proc.returncode}"
+    return interrupted
+
+
+def _watch(proc: subprocess.Popen, metrics: Path, trial, every: int) -> int | None:
+    """Report the trial's mean return at each grid step it reaches until it ends; the env
+    steps at which the pruner stopped it, or None."""
+    rows, reported = _Rows(metrics), -1
+    while True:
+        ended = proc.poll() is not None
+        for row in rows.new():
+            step = row.get("env_steps", 0) // every * every
+            if row.get("mean_return") is None or step <= reported:
+                continue
+            reported = step
+            trial.report(row["mean_return"], step)
+            if not ended and trial.should_prune():
+                _stop(proc)
+                return row["env_steps"]
+        if ended:
+            return None
+        time.sleep(POLL_S)
+
+
+class _Rows:
+    """The rows a run appends to its ``metrics.jsonl``, as they come (a half-written line waits)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def new(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:  # not written yet
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a trial as Ctrl-C stops a run (it finishes its iteration and writes a checkpoint);
+    kill it if it has not ended in :data:`STOP_WAIT_S` or on a second Ctrl-C."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(STOP_WAIT_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
+
+
+def _run_json(run_dir: Path) -> dict[str, Any]:
+    """The trial's ``run.json`` ({} if it never wrote one)."""
+    try:
+        return json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _objective(run_dir: Path, doc: dict[str, Any], objective: str) -> float | None:
+    """The trial's last evaluation (the final one, if the run ended with one), or its mean training return."""
+    from rlgen.runtime.session import read_metrics
+
+    if objective == "mean_return":
+        return doc.get("mean_return")
+    evals = [(doc.get("final_eval") or {}).get("mean_return")]
+    evals += [row.get("eval_mean_return") for row in reversed(read_metrics(run_dir))]
+    return next((v for v in evals if v is not None), None)
+
+
+def _error_line(log: Path) -> str:
+    """What a failed trial said: its first line naming an error, else its last line."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+
+
+def _line(record: TrialRecord, objective: str, trials: int) -> str:
+    """A trial's line as it ends."""
+    values = ", ".join(f"{k}={_shown(v)}" for k, v in record.params.items())
+    how = f"{objective} {_shown(record.value)}" if record.value is not None else record.note
+    return f"trial {record.number + 1}/{trials} {record.state} in {record.seconds:.0f} s: {how} ({values})"
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
+
+
+def _finish(args: argparse.Namespace, result, space, records: list[TrialRecord], out: Path) -> int:
+    """The table, the best spec and ``tune.json``; exit 0 if a trial completed."""
+    done = [r for r in records if r.state == "complete"]
+    best = max(done, key=lambda r: r.value) if done else None
+    print(_table(records, space.objective, best))
+    summary = {
+        "spec": args.spec,
+        "space": args.space,
+        "objective": space.objective,
+        "seed": result.spec.train.seed,
+        "overrides": list(result.overrides),
+        "trials": [asdict(r) for r in records],
+        "best": None,
+    }
+    if best is not None:
+        path = out / BEST_SPEC
+        path.write_text(_best_spec(args, result, space, best, len(records)))
+        summary["best"] = {"number": best.number, "value": best.value, "params": best.params, "spec": BEST_SPEC}
+        print(f"best: trial {best.number + 1}, {space.objective} {best.value:.4g}; spec {path}")
+    (out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if best is None:
+        print(f"rlgen tune: error: no trial completed (logs: {out}/trial-*.log)", file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
+def _table(records: list[TrialRecord], objective: str, best: TrialRecord | None) -> str:
+    names = list(records[0].params) if records else []
+    head = ["trial", "state", objective, *names]
+    rows = [
+        [
+            f"{r.number + 1}{' *' if r is best else ''}",
+            r.state,
+            _shown(r.value) if r.value is not None else "-",
+            *(_shown(r.params[n]) for n in names),
+        ]
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows])
+
+
+def _best_spec(args: argparse.Namespace, base, space, best: TrialRecord, trials: int) -> str:
+    """The spec with the best trial's values (and the command line's overrides) written in, as YAML."""
+    import yaml
+
+    from rlgen.api import validate_file
+
+    sets = [p.setting(best.params[p.name]) for p in space.params]
+    overrides = deploy_overrides(args)
+    result = validate_file(args.spec, **{**overrides, "settings": (*overrides["settings"], *sets)})
+    header = [
+        f"Tuned by `rlgen tune`: trial {best.number + 1}, the best of {trials} ({space.objective} {best.value:.4g}),",
+        f"of {args.spec} over the space {args.space}. Its values:",
+        *(f"  {s.flag}" for s in sets),
+    ]
+    if base.overrides:
+        header.append(f"Also written in, as given to rlgen tune: {' '.join(base.overrides)}")
+    body = yaml.safe_dump(result.document, sort_keys=False, allow_unicode=True, width=1000)
+    return "".join(f"# {line}\n" for line in header) + "\n" + body
+
+
+def register(sub, deploy_args) -> None:
+    """Add ``tune`` to the ``rlgen`` sub-command parser."""
+    p = sub.add_parser(
+        "tune",
+        help="search a spec's hyper-parameters (Optuna)",
+        description="Train TRIALS runs of a spec with values sampled from a search space (TPE, seeded by the "
+        "spec's train.seed), stop poor ones early (median pruner), and write the best as a spec. "
+        "Needs the tune extra (pip install 'rlgen[tune]').",
+    )
+    p.add_argument("spec", metavar="SPEC", help="the .rl.yaml spec")
+    p.add_argument("--space", required=True, metavar="FILE", help="the search space (docs/tuning.md)")
+    p.add_argument("--trials", type=int, default=20, metavar="N", help="trials to run (default 20)")
+    p.add_argument("--out", metavar="DIR", help="where trials and results go (default runs/<name>-tune-<time>)")
+    deploy_args(p)
+    p.set_defaults(func=cmd_tune)
