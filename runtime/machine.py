@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from importlib import metadata
 from pathlib import Path
 
 
@@ -19,6 +18,8 @@ def cache_dir() -> Path:
 
 def version(dist: str) -> str:
     """The installed version of distribution ``dist`` ('' when it is not installed)."""
+    from importlib import metadata  # 30 ms to import: only where a version is asked for
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -70,9 +70,20 @@ class _Declined(importlib.abc.Loader):
         raise ImportError(f"{self.name} is not imported while {self.during} initialises (RLGEN_TF_KERAS=1 allows it)")
 
 
-class _DeclineDuringInit(importlib.abc.MetaPathFinder):
+class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
+    """Sees every import first: sets XLA's cache up when ``tensorflow`` is about to load (so that
+    a process that never imports it, ``rlgen validate``, never pays for that), and declines
+    :data:`DECLINED_DURING` while their importers initialise."""
+
+    def __init__(self, skip: bool) -> None:
+        self.skip, self.prepared = skip, False
+
     def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 (finder protocol)
-        during = DECLINED_DURING.get(fullname)
+        if fullname == "tensorflow" and not self.prepared:
+            self.prepared = True
+            _prepare_xla_cache()
+            return None
+        during = DECLINED_DURING.get(fullname) if self.skip else None
         if during is None:
             return None
         spec = getattr(sys.modules.get(during), "__spec__", None)
@@ -85,12 +96,13 @@ class _DeclineDuringInit(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Before TensorFlow's import (nothing once it is imported): the finder first on
-    ``sys.meta_path`` (once), and XLA's compile cache."""
-    if "tensorflow" in sys.modules:
+    """The finder first on ``sys.meta_path`` (once; nothing once TensorFlow is imported)."""
+    if "tensorflow" in sys.modules or any(isinstance(f, _BeforeTensorFlow) for f in sys.meta_path):
         return
-    if os.environ.get("RLGEN_TF_KERAS") != "1" and not any(isinstance(f, _DeclineDuringInit) for f in sys.meta_path):
-        sys.meta_path.insert(0, _DeclineDuringInit())
+    sys.meta_path.insert(0, _BeforeTensorFlow(skip=os.environ.get("RLGEN_TF_KERAS") != "1"))
+
+
+def _prepare_xla_cache() -> None:
     # a parent rlgen process's cache flag is inherited by its children (ranks, possibly on other
     # hosts, tests' subprocesses): each process keys its own directory
     inherited = os.environ.pop(_OURS, None)
