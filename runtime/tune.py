@@ -18,7 +18,9 @@ Optuna is the optional ``tune`` extra: no other command needs it.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -36,6 +38,7 @@ POLL_S = 0.5
 #: Seconds a stopped trial gets to finish its iteration and write its checkpoint.
 STOP_WAIT_S = 60.0
 BEST_SPEC = "best.rl.yaml"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass
@@ -138,7 +141,14 @@ def _run(args: argparse.Namespace, space, trial, record: TrialRecord, out: Path,
     cmd += ["--run-dir", str(run_dir), "--build-dir", str(out / "builds" / record.run_dir), "--quiet"]
     started = time.monotonic()
     with open(log, "wb") as f:  # its own session: Ctrl-C in the terminal reaches only this process
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=f,
+            stderr=f,
+            start_new_session=True,
+            preexec_fn=_interrupted_with_parent(),  # noqa: PLW1509 - tune runs no threads of its own
+        )
     interrupted, pruned_at = False, None
     try:
         pruned_at = _watch(proc, run_dir / "metrics.jsonl", trial, every)
@@ -197,6 +207,25 @@ class _Rows:
         whole = data[: data.rfind(b"\n") + 1]
         self.offset += len(whole)
         return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def _interrupted_with_parent():
+    """For a trial's process, before it starts: SIGINT when ``rlgen tune`` dies, however it dies
+    (SIGKILL included), so that the trial stops as Ctrl-C stops a run instead of training on
+    unseen (Linux's parent-death signal; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGINT))
+        if os.getppid() != parent:  # tune died before the signal was armed
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return arm
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,29 @@ with open({str(metrics)!r}, "w") as f:
     assert _watch(proc, metrics, trial, every=250) == 1056  # the first row at or past step 1000
     assert proc.returncode == 0 and stopped.read_text() == "checkpoint"
     assert trial.reports == [(1.0, 0), (3.0, 250), (6.0, 500), (8.0, 750), (11.0, 1000)]
+
+
+def test_a_trial_stops_cleanly_when_tune_itself_is_killed(tmp_path: Path) -> None:
+    """SIGKILL gives rlgen tune no chance to stop its trial: the trial's parent-death signal does
+    (SIGINT, as Ctrl-C stops a run: it ends at an iteration with a final checkpoint)."""
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE.replace("eval_mean_return", "mean_return"))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "rlgen", "tune", PPO, "--space", space, "--trials", 2, "--out", out]
+    for setting in ("train.stop.mean_return=100000", "train.eval.every=0", "train.total_steps=1000192"):
+        cmd += ["--set", setting]
+    tune = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run, deadline = out / "trial-1", time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "metrics.jsonl").is_file():
+        time.sleep(0.2)
+    assert (run / "metrics.jsonl").is_file(), "the trial never started training"
+    trial = int((run / "ranks" / "0.pid").read_text())
+    tune.kill()
+    tune.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and Path(f"/proc/{trial}").exists():
+        time.sleep(0.2)
+    assert not Path(f"/proc/{trial}").exists(), "the trial trained on after tune was killed"
+    doc = json.loads((run / "run.json").read_text())
+    assert doc["status"] == "interrupted" and doc["env_steps"] < 1000192  # as Ctrl-C leaves a run
+    assert list((run / "checkpoints").glob(f"ckpt-{doc['env_steps']}.index"))  # its final checkpoint
