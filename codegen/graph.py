@@ -98,7 +98,8 @@ def build_graph(spec: Spec, flow: Dataflow, spaces: EnvSpaces | None, batch: int
         )
     shapes = _Shapes(spaces, batch or spec.env.num_envs)
     blocks = tuple(
-        BlockInfo(b.name, b.repeat, b.every, b.after, json_path(b.path), b.carry) for b in spec.loop.all_blocks()
+        BlockInfo(b.name, b.repeat, b.every, b.after, json_path(b.path), b.carry, b.every_steps)
+        for b in spec.loop.all_blocks()
     )
     nodes: list[Node] = []
     node_of: dict[int, str] = {}

@@ -76,7 +76,8 @@ class Edge:
 
 @dataclass(frozen=True)
 class BlockInfo:
-    """A loop block's schedule: ``repeat`` times in a row, every ``every``-th iteration, ``after`` steps."""
+    """A loop block's schedule: ``repeat`` times in a row, every ``every``-th iteration, ``after``
+    steps, in the iterations that pass a multiple of ``every_steps`` env steps (0: all)."""
 
     name: str
     repeat: int
@@ -84,6 +85,7 @@ class BlockInfo:
     after: int
     path: str
     carry: tuple[tuple[str, str], ...] = ()
+    every_steps: int = 0
 
 
 @dataclass(frozen=True)

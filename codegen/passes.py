@@ -381,8 +381,8 @@ def loop_fusion_blocker(fdg: FDG, ctx: Context) -> str | None:
         return f"component kind(s) {', '.join(sorted(kinds - LOOP_KINDS))} have no in-graph form"
     block_of = {n.id: n.block for n in graph.nodes}
     for block in graph.blocks:
-        if block.every > 1 or block.after > 0:
-            return f"block {block.name} runs conditionally (every/after)"
+        if block.every > 1 or block.after > 0 or block.every_steps:
+            return f"block {block.name} runs conditionally (every/after/every_steps)"
     for edge in graph.edges:
         block = graph.block(block_of[edge.producer]) if edge.producer in block_of else None
         if block is None or block.repeat == 1 or block.name == "init":

@@ -248,6 +248,7 @@ class BlockSchedule:
     carry: tuple[tuple[str, str], ...]
     after_ops: tuple[Op, ...]
     init: bool
+    every_steps: int = 0  # run in the iterations whose env steps pass a multiple of it (0: all)
     # env groups (pipelined inference): the block runs group by group; on the learning side
     # ``ahead`` ops (inference, sending actions) run for a group before its env step, the
     # rest on the whole batch once every group's results are in; ``rows`` envs per group

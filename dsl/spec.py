@@ -162,13 +162,15 @@ class LoopCall:
 
 @dataclass(frozen=True)
 class Block:
-    """A loop block: calls run in order, ``repeat`` times, on every ``every``-th iteration."""
+    """A loop block: calls run in order, ``repeat`` times, on every ``every``-th iteration (and,
+    with ``every_steps``, only in the iterations whose env steps pass a multiple of it)."""
 
     name: str
     calls: tuple[LoopCall, ...]
     repeat: int = 1
     every: int = 1
     after: int = 0
+    every_steps: int = 0
     carry: tuple[tuple[str, str], ...] = ()
     path: PathT = ()
 
@@ -339,6 +341,7 @@ def build_block(name: str, raw: Any, path: PathT) -> Block:
         repeat=int(raw.get("repeat", 1)),
         every=int(raw.get("every", 1)),
         after=int(raw.get("after", 0)),
+        every_steps=int(raw.get("every_steps", 0)),
         carry=tuple((k, v) for k, v in raw.get("carry", {}).items()),
         path=path,
     )
@@ -433,6 +436,7 @@ def _block_dict(block: Block) -> dict[str, Any]:
         "repeat": block.repeat,
         "every": block.every,
         "after": block.after,
+        "every_steps": block.every_steps,
         "do": [str(c.call) for c in block.calls],
         "carry": dict(block.carry),
     }

@@ -189,6 +189,12 @@ class Session:
     def env_steps(self) -> int:
         return self.iteration * self.config.steps_per_iteration
 
+    def passes(self, every_steps: int) -> bool:
+        """This iteration's env steps pass a multiple of ``every_steps`` (a block's ``every_steps``):
+        counted from the steps the run has taken, so a resumed run fires where it would have."""
+        before = self.env_steps
+        return (before + self.config.steps_per_iteration) // every_steps > before // every_steps
+
     @property
     def progress_fraction(self) -> float:
         """Training progress in [0, 1] (schedules follow it)."""

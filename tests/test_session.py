@@ -76,3 +76,25 @@ def test_only_the_kept_checkpoints_keep_their_state_files(tmp_path):
     states = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.state.json"))
     assert states == ["ckpt-300.state.json", "ckpt-400.state.json", "ckpt-500.state.json"]
     assert json.loads((tmp_path / "state.json").read_text())["checkpoint"] == "ckpt-500"
+
+
+def _fired(run_dir: Path, iterations: int, every_steps: int, resume: bool = False) -> list[int]:
+    session = Session(CONFIG, run_dir, resume=resume, max_iterations=iterations)
+    session.attach(Agent())
+    fired = []
+    for i in session.iterations():
+        if session.passes(every_steps):
+            fired.append(i)
+        session.end_iteration()
+    session.finish()
+    return fired
+
+
+def test_every_steps_fires_in_the_iterations_that_pass_a_multiple_and_resumes_in_step(tmp_path):
+    """100 env steps per iteration: every 250 steps is passed in iterations 2, 4, 7, 9, ... (steps
+    200-300, 400-500, 700-800, 900-1000); every 30 steps, in every iteration; after a resume,
+    where the uninterrupted run would have fired."""
+    assert _fired(tmp_path / "a", 10, 250) == [2, 4, 7, 9]
+    assert _fired(tmp_path / "b", 5, 30) == [0, 1, 2, 3, 4]
+    _fired(tmp_path / "c", 3, 250)
+    assert _fired(tmp_path / "c", 7, 250, resume=True) == [4, 7, 9]

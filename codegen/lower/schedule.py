@@ -54,6 +54,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
                 repeat=1 if k > 1 else block.repeat,
                 every=block.every,
                 after=block.after,
+                every_steps=block.every_steps,
                 path=block.path,
                 note=f"block {block.name}: {k} gradient steps in one compiled call" if k > 1 and ops else None,
                 ops=tuple(ops),
@@ -109,7 +110,9 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         replicated_learner=learner is not None and len([r for r in fdg.ranks if r.role == role]) > 1,
         metrics=metrics if metrics in known else None,  # the learner's output, whatever its name
         metrics_conditional=metrics is not None
-        and any((b.every > 1 or b.after > 0) and any(metrics in op.outputs for op in b.ops) for b in blocks),
+        and any(
+            (b.every > 1 or b.after > 0 or b.every_steps) and any(metrics in op.outputs for op in b.ops) for b in blocks
+        ),
         uses_progress=any(a.value == "progress" for op in all_ops for a in op.args),
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
