@@ -29,7 +29,8 @@ directory: :func:`xla_cache_dir` is keyed by the TensorFlow version, the CPU (mo
 feature flags: XLA compiles for the host's instructions) and any ``XLA_FLAGS`` /
 ``TF_XLA_FLAGS`` the user set, so that a cached program is always the one a fresh compile
 would produce (``tests/test_run_e2e.py`` runs the same seed with an empty and a filled
-cache and compares). Entries unused for :data:`XLA_CACHE_DAYS` days are removed.
+cache and compares). Entries unused for :data:`XLA_CACHE_DAYS` days are removed, and the
+oldest while a directory holds more than :data:`XLA_CACHE_BYTES`.
 ``RLGEN_XLA_CACHE=0`` turns the cache off; a ``TF_XLA_FLAGS`` that already names a cache
 directory is left as it is.
 
@@ -52,6 +53,9 @@ from .machine import cache_dir, cpu, tensorflow_version
 
 #: Cached XLA programs not used (modified) for this many days are removed.
 XLA_CACHE_DAYS = 30
+#: At most this many bytes of cached programs per directory (the oldest go first); a PPO update
+#: for a small network is about 1 MB.
+XLA_CACHE_BYTES = 1 << 30
 _XLA_FLAG = "--tf_xla_persistent_cache_directory"
 _OURS = "RLGEN_XLA_CACHE_SET"  # the directory this module added to TF_XLA_FLAGS (not the user)
 
@@ -130,15 +134,29 @@ def xla_cache_dir() -> Path:
 
 def enable_xla_cache(directory: str | os.PathLike[str]) -> None:
     """Keep XLA-compiled programs in ``directory`` and reuse them in later runs (set before
-    TensorFlow compiles anything); entries unused for :data:`XLA_CACHE_DAYS` days go."""
+    TensorFlow compiles anything). Entries unused for :data:`XLA_CACHE_DAYS` days go, and the
+    oldest go while the directory holds more than :data:`XLA_CACHE_BYTES`."""
     path = Path(directory)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        horizon = time.time() - XLA_CACHE_DAYS * 86400
-        for entry in os.scandir(path):
-            if entry.is_file() and entry.stat().st_mtime < horizon:
-                Path(entry.path).unlink(missing_ok=True)
+        _prune(path)
     except OSError:  # an unwritable cache costs the compile time, never the run
         return
     os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {_XLA_FLAG}={path}".strip()
     os.environ[_OURS] = str(path)
+
+
+def _prune(path: Path) -> None:
+    horizon = time.time() - XLA_CACHE_DAYS * 86400
+    entries = []
+    for entry in os.scandir(path):
+        if entry.is_file():
+            st = entry.stat()
+            entries.append((st.st_mtime, st.st_size, Path(entry.path)))
+    entries.sort()
+    total = sum(size for _, size, _ in entries)
+    for mtime, size, file in entries:
+        if mtime >= horizon and total <= XLA_CACHE_BYTES:
+            break
+        file.unlink(missing_ok=True)
+        total -= size

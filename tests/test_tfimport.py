@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 PROBE = """
@@ -50,3 +51,21 @@ def test_the_xla_cache_is_set_when_tensorflow_loads_and_keyed_by_each_process(tm
     # a cache directory the user chose is kept; RLGEN_XLA_CACHE=0 adds none
     assert probe(TF_XLA_FLAGS=f"{flag}")["flags"] == flag
     assert probe(RLGEN_CACHE_DIR=str(tmp_path / "c"), RLGEN_XLA_CACHE="0")["flags"] is None
+
+
+def test_the_xla_cache_forgets_old_entries_and_keeps_under_its_size(tmp_path, monkeypatch):
+    from rlgen.runtime import tfimport
+
+    monkeypatch.setattr(tfimport, "XLA_CACHE_BYTES", 3000)
+    now = time.time()
+    ages_days = {"stale": 40, "old": 3, "older": 5, "new": 0, "newer": 0.1}
+    for name, days in ages_days.items():
+        path = tmp_path / name
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (now - days * 86400, now - days * 86400))
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    monkeypatch.delenv("RLGEN_XLA_CACHE_SET", raising=False)
+    tfimport.enable_xla_cache(tmp_path)
+    # past 30 days goes; then the oldest until 3000 bytes are left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "newer", "old"]
+    assert os.environ["TF_XLA_FLAGS"] == f"--tf_xla_persistent_cache_directory={tmp_path}"
