@@ -110,9 +110,25 @@ def _draw(ax: Any, group: list[Run], x: str, y: str, color: Any, label: str | No
     ax.fill_between(grid, values.min(axis=0), values.max(axis=0), color=color, alpha=0.2, linewidth=0)
 
 
+def _eval_points(run: Run, x: str) -> tuple[np.ndarray, np.ndarray]:
+    """Evaluations at the policy they evaluated: a row's ``eval_env_steps`` (a result from the
+    evaluator process lands some iterations later), and the time that snapshot was taken."""
+    time_at = {r["env_steps"]: r.get("time") for r in run.rows}
+    pts = []
+    for r in run.rows:
+        if r.get("eval_mean_return") is None:
+            continue
+        steps = r.get("eval_env_steps", r["env_steps"])
+        at = steps if x == "env_steps" else time_at.get(steps, r.get(x))
+        if at is not None:
+            pts.append((at, r["eval_mean_return"]))
+    a = np.asarray(pts, dtype=float).reshape(-1, 2)
+    return a[:, 0], a[:, 1]
+
+
 def _evals(ax: Any, group: list[Run], x: str, color: Any) -> None:
     for r in group:
-        sx, sy = _series(r, x, "eval_mean_return")
+        sx, sy = _eval_points(r, x)
         if r.final is not None:  # the final policy's evaluation, after the last iteration
             sx, sy = np.append(sx, r.final[x]), np.append(sy, r.final["eval_mean_return"])
         if len(sx):

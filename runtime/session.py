@@ -144,6 +144,8 @@ class Session:
         self._started = self._iter_started = time.perf_counter()
         self._last_checkpoint_steps = 0
         self._last_eval_steps = 0
+        self._evaluator = None  # rank 0's evaluator process (rlgen.runtime.evalworker), if any
+        self._final_iteration = math.inf
         self.last_eval: tuple[float, float] | None = None
         self.best_eval: tuple[float, int] | None = None  # (mean return, env steps) of the best evaluation
         # rank 0 shows progress (a Progress here, or one drawn by the launcher); the others none
@@ -251,7 +253,9 @@ class Session:
         self._elapsed_before = float(state.get("elapsed", 0.0))
         if state.get("best_eval"):
             self.best_eval = (float(state["best_eval"][0]), int(state["best_eval"][1]))
-        self._last_checkpoint_steps = self._last_eval_steps = self.start_iteration * self.config.steps_per_iteration
+        self._last_checkpoint_steps = self.start_iteration * self.config.steps_per_iteration
+        # evaluations go on on their schedule (a run split in two evaluates where one run would)
+        self._last_eval_steps = int(state.get("last_eval_steps", self._last_checkpoint_steps))
         _drop_rows_after(self.run_dir / "metrics.jsonl", self.start_iteration)
         # a rank killed between registering a checkpoint and copying its state leaves the copy behind
         _write_atomic(self.run_dir / "state.json", json.dumps(state))
@@ -282,6 +286,8 @@ class Session:
             last = min(last, self.start_iteration + self.max_iterations)
         if until_stopped:
             last = math.inf
+        self._final_iteration = last
+        self._start_evaluator()
         while self.iteration < last and not self.stop_reason:
             yield self.iteration
         if not self.stop_reason:
@@ -342,9 +348,7 @@ class Session:
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
         if rest is not None:  # the other ranks' time per part (mean per rank), as reported this iteration
             record.update({f"rest_time_{k}": round(float(v), 5) for k, v in zip(CATEGORIES, rest, strict=True)})
-        if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
-            self._last_eval_steps = self.env_steps
-            record.update(self._evaluate())
+        record.update(self._evaluations())
         self._metrics_file.write(json.dumps(_finite(record)) + "\n")
         self._metrics_file.flush()
         if self._profile is not None and not self.stop_reason:
@@ -396,6 +400,69 @@ class Session:
         values = tf.constant([float(record[k]) for k in keys], tf.float32)
         self._summary_writers[keys](tf.constant(record["env_steps"], tf.int64), values)
 
+    def _start_evaluator(self) -> None:
+        """Rank 0's evaluator process (:mod:`rlgen.runtime.evalworker`) when this run will
+        evaluate deterministically; it imports TensorFlow while training starts."""
+        cfg = self.config
+        planned = self._final_iteration * cfg.steps_per_iteration  # env steps at the end (inf: until stopped)
+        will = cfg.eval_every and planned - self._last_eval_steps >= cfg.eval_every
+        if (
+            self.rank != 0
+            or self.calibrate
+            or self._policy is None
+            or not cfg.eval_deterministic
+            or not will
+            or os.environ.get("RLGEN_EVAL_PROCESS") == "0"
+        ):
+            return
+        from .evalworker import Evaluator
+
+        lead = max(1, cfg.eval_every // (2 * cfg.steps_per_iteration))  # halfway to the next evaluation
+        self._evaluator = Evaluator(self.run_dir, dict(cfg.env), cfg.eval_episodes, cfg.seed, lead)
+
+    def _export_template(self, target: Path) -> None:
+        self._export_policy(target=target)
+
+    def _evaluations(self) -> dict[str, float]:
+        """This iteration's evaluation fields: a result that is due lands, and an evaluation that is
+        due is asked for (in the evaluator process, else here and now). An evaluation in flight
+        lands ``lead`` iterations after it was asked for, or earlier in an iteration that writes a
+        checkpoint (so that a resumed run has nothing in flight) or ends this process's run."""
+        out: dict[str, float] = {}
+        cfg = self.config
+        checkpoint = cfg.checkpoint_every and self.env_steps - self._last_checkpoint_steps >= cfg.checkpoint_every
+        last = bool(self.stop_reason) or self.iteration >= self._final_iteration or bool(checkpoint)
+        evaluator = self._evaluator
+        if evaluator is not None and evaluator.pending and (self.iteration >= evaluator.pending["due"] or last):
+            out.update(self._landed(evaluator.collect()))
+        if self.config.eval_every and self.env_steps - self._last_eval_steps >= self.config.eval_every:
+            self._last_eval_steps = self.env_steps
+            if self._evaluator is not None:
+                self._evaluator.request(
+                    self._policy, self.env_steps, self.iteration + self._evaluator.lead, self._export_template
+                )
+                if last:
+                    out.update(self._landed(self._evaluator.collect()))
+            else:
+                out.update(self._evaluate())
+        return out
+
+    def _landed(self, result: tuple[int, float, float] | None) -> dict[str, float]:
+        """Record a result of the evaluator process (None: it failed; evaluate here from now on)."""
+        if result is None:
+            self.progress.note(
+                f"the evaluation process failed (see {self.run_dir / 'ranks' / 'eval.log'}); evaluating in the loop"
+            )
+            self._evaluator.kill()
+            self._evaluator = None
+            return {}
+        steps, mean, std = result
+        self.last_eval = (mean, std)
+        if self.best_eval is None or mean > self.best_eval[0]:
+            self.best_eval = (mean, steps)
+            self._evaluator.export(self.run_dir / "policy-best")
+        return {"eval_mean_return": mean, "eval_std_return": std, "eval_env_steps": steps}
+
     def _evaluate(self) -> dict[str, float]:
         if self._policy is None:
             return {}
@@ -407,7 +474,11 @@ class Session:
             # off-policy learners in particular can get worse again: keep the best evaluated policy
             self.best_eval = (self.last_eval[0], self.env_steps)
             self._export_policy("policy-best")
-        return {"eval_mean_return": self.last_eval[0], "eval_std_return": self.last_eval[1]}
+        return {
+            "eval_mean_return": self.last_eval[0],
+            "eval_std_return": self.last_eval[1],
+            "eval_env_steps": self.env_steps,
+        }
 
     def _act_fn(self):
         import tensorflow as tf
@@ -436,6 +507,7 @@ class Session:
             "elapsed": self.elapsed,
             "checkpoint": f"ckpt-{self.env_steps}",
             "best_eval": list(self.best_eval) if self.best_eval else None,
+            "last_eval_steps": self._last_eval_steps,
         }
         text = json.dumps(state)
         directory = self.run_dir / "checkpoints"
@@ -462,11 +534,24 @@ class Session:
             return
         final_eval = None
         if not self.calibrate:
+            evaluator = self._evaluator
+            if evaluator is not None and evaluator.pending:  # stopped after its row (a policy switch)
+                self._landed(evaluator.collect())
+            exported = False
             if self._final_eval_due():  # so that policy-best/ is truly the best evaluated
-                final_eval = self._evaluate()
+                if self._evaluator is not None:  # the final policy is exported while it is evaluated
+                    self._evaluator.request(self._policy, self.env_steps, self.iteration, self._export_template)
+                    self._export_policy()
+                    exported = True
+                    final_eval = self._landed(self._evaluator.collect())
+                else:
+                    final_eval = self._evaluate()
             self.checkpoint()
-            if self._policy is not None and self.stop_reason != "switch":
+            if self._policy is not None and self.stop_reason != "switch" and not exported:
                 self._export_policy()
+            if self._evaluator is not None:  # its last export (policy-best/) done; nothing left to resume
+                self._evaluator.close()
+                self._evaluator.discard()
         summary = self.summary()
         if final_eval:
             summary["final_eval"] = {
@@ -532,13 +617,15 @@ class Session:
         with contextlib.suppress(OSError):  # e.g. a read-only run directory: the reason went over the lifeline
             _write_atomic(self.run_dir / "ranks" / f"{self.rank}.error", reason + "\n\n" + details)
         if self.rank == 0:
+            if self._evaluator is not None:
+                self._evaluator.kill()
             if self._metrics_file is not None:
                 self._metrics_file.close()
             with contextlib.suppress(OSError):
                 self._write_status("failed", {"error": reason, "rank": self.rank})
 
-    def _export_policy(self, name: str = "policy") -> None:
-        """Write the policy as a SavedModel with ``act(obs)`` to ``run_dir/name`` (atomically)."""
+    def _export_policy(self, name: str = "policy", target: Path | None = None) -> None:
+        """Write the policy as a SavedModel with ``act(obs)`` to ``run_dir/name`` (or ``target``), atomically."""
         import tensorflow as tf
 
         obs_shape = list(self.config.env.get("obs_shape", []))
@@ -553,14 +640,10 @@ class Session:
             def act(self, obs: tf.Tensor) -> tf.Tensor:
                 return self.policy.act(obs, deterministic=True)[0]
 
-        target = self.run_dir / name
-        tmp = self.run_dir / f".{name}.tmp"
+        target = target or self.run_dir / name
+        tmp = target.with_name(f".{target.name}.tmp")
         tf.saved_model.save(ExportedPolicy(), str(tmp))
-        if target.exists():
-            import shutil
-
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        replace_dir(tmp, target)
 
     def _write_status(self, status: str, extra: Mapping[str, Any] | None = None) -> None:
         path = self.run_dir / "run.json"
@@ -568,6 +651,15 @@ class Session:
         doc.update({"name": self.config.name, "status": status, "workers": self.size, **(extra or {})})
         doc.setdefault("config", asdict(self.config))
         _write_atomic(path, json.dumps(_finite(doc), indent=2, default=str) + "\n")
+
+
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Put the directory ``tmp`` where ``target`` is (a reader sees the old or the new one)."""
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    os.replace(tmp, target)
 
 
 def _read_state(checkpoint: Path) -> dict[str, Any] | None:

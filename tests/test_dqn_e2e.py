@@ -69,7 +69,7 @@ def test_single_learns_from_replay_after_learning_starts(tmp_path):
     run_dir = tmp_path / "run-single"
     assert (run_dir / "policy" / "saved_model.pb").exists()
     # the best periodic evaluation is kept, with its policy
-    evals = [(r["eval_mean_return"], r["env_steps"]) for r in rows if "eval_mean_return" in r]
+    evals = [(r["eval_mean_return"], r["eval_env_steps"]) for r in rows if "eval_mean_return" in r]
     assert len(evals) == 3
     best = max(evals, key=lambda e: e[0])  # the first of equals: only a better one replaces it
     best = next(e for e in evals if e[0] == best[0])

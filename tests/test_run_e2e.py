@@ -396,7 +396,8 @@ def test_the_final_policy_is_evaluated_so_the_best_is_truly_the_best(tmp_path):
     run_dir = tmp_path / "run"
     r = rlgen("run", path, "--run-dir", run_dir, "--iterations", 5, "--quiet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
-    evals = [(row["eval_mean_return"], row["env_steps"]) for row in metrics(run_dir) if "eval_mean_return" in row]
+    rows = metrics(run_dir)
+    evals = [(row["eval_mean_return"], row["eval_env_steps"]) for row in rows if "eval_mean_return" in row]
     assert [steps for _, steps in evals] == [512, 1024]  # periodic: the last 256 steps are not evaluated
     doc = json.loads((run_dir / "run.json").read_text())
     final = doc["final_eval"]["mean_return"]
@@ -405,3 +406,42 @@ def test_the_final_policy_is_evaluated_so_the_best_is_truly_the_best(tmp_path):
         1280 if final > max(e for e, _ in evals) else doc["best_eval"]["env_steps"]
     )
     assert f"final eval {final:.1f}" in r.stdout  # --quiet keeps the closing line
+
+
+def test_evaluation_in_its_own_process_gives_the_in_loop_results_in_fixed_rows(tmp_path):
+    """The evaluator process evaluates the same snapshots as the loop would, to the same
+    returns; each result lands `lead` iterations later (here 2: every 1024 steps, 256 per
+    iteration) and names its snapshot. A run stopped and resumed evaluates the same snapshots
+    and lands them in the same rows (the schedule is in the checkpoint)."""
+    path = spec(tmp_path, total_steps=2816, stop=None, checkpoint_every=1536)
+    path.write_text(re.sub(r"eval: \{every: 0", "eval: {every: 1024", path.read_text()))
+
+    def evals(run_dir: Path) -> list[tuple]:
+        keys = ("iteration", "eval_env_steps", "eval_mean_return", "eval_std_return")
+        return [tuple(row.get(k) for k in keys) for row in metrics(run_dir) if "eval_mean_return" in row]
+
+    runs = {}
+    for name, env in (("loop", {"RLGEN_EVAL_PROCESS": "0"}), ("process", {})):
+        run_dir = tmp_path / name
+        r = subprocess.run(
+            [sys.executable, "-m", "rlgen", "run", path, "--run-dir", run_dir, "--quiet"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env},
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[name] = (evals(run_dir), json.loads((run_dir / "run.json").read_text()))
+    (loop, loop_doc), (proc, proc_doc) = runs["loop"], runs["process"]
+    assert [e[1:] for e in proc] == [e[1:] for e in loop] and len(proc) == 2
+    assert [e[0] for e in loop] == [4, 8] and [e[0] for e in proc] == [6, 10]
+    assert proc_doc["best_eval"] == loop_doc["best_eval"] and proc_doc["final_eval"] == loop_doc["final_eval"]
+    assert (tmp_path / "process" / "policy-best" / "saved_model.pb").is_file()
+    assert not (tmp_path / "process" / ".eval").exists()  # nothing left in flight
+    part = tmp_path / "resumed"  # stopped after iteration 7, resumed from there
+    assert rlgen("run", path, "--run-dir", part, "--iterations", 7, "--quiet", cwd=tmp_path).returncode == 0
+    assert rlgen("run", "--resume", part, "--quiet", cwd=tmp_path).returncode == 0
+    # the same snapshots, landing in the same rows (a resume restarts the envs' episodes, so its
+    # returns are its own)
+    assert [e[:2] for e in evals(part)] == [e[:2] for e in proc]

@@ -1,0 +1,73 @@
+"""What periodic evaluation costs a run: the examples with their ``eval`` line, evaluated in a
+process beside training (the default) or in the training loop (``RLGEN_EVAL_PROCESS=0``),
+against the same run without evaluation (``--set train.eval.every=0``).
+
+    .venv/bin/python benchmarks/eval_cost.py                 # the two CartPole examples, 3 runs each
+    .venv/bin/python benchmarks/eval_cost.py --runs 5 --specs examples/ppo-cartpole.rl.yaml
+
+Evaluation never changes training (its envs and snapshots are its own), so the three runs of a
+spec train identically to the same stop; the difference in time is evaluation's. Medians over
+``--runs`` processes of the run's clock (``run.json`` ``elapsed``, the final evaluation
+included) and of the whole ``rlgen run``. Ratios only within one run of this script: the
+machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ["examples/ppo-cartpole.rl.yaml", "examples/ppo-cartpole-ingraph.rl.yaml"]
+MODES = {
+    "no evaluation": ({}, ["--set", "train.eval.every=0"]),
+    "evaluation in the loop": ({"RLGEN_EVAL_PROCESS": "0"}, []),
+    "evaluation process": ({}, []),
+}
+
+
+def one_run(spec: Path, run_dir: Path, env: dict[str, str], extra: list[str]) -> tuple[float, float, int]:
+    started = time.perf_counter()
+    cmd = [sys.executable, "-m", "rlgen", "run", str(spec), "--quiet", "--run-dir", str(run_dir), *extra]
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, **env}, cwd=run_dir.parent)
+    wall = time.perf_counter() - started
+    doc = json.loads((run_dir / "run.json").read_text())
+    return float(doc["elapsed"]), wall, int(doc["env_steps"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--specs", default=",".join(SPECS), help="comma-separated specs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rlgen-evalcost-") as tmp:
+        for spec in args.specs.split(","):
+            clocks: dict[str, list[float]] = {m: [] for m in MODES}
+            walls: dict[str, list[float]] = {m: [] for m in MODES}
+            steps: set[int] = set()
+            for i in range(args.runs):  # the modes interleaved, so that a noisy moment hits all of them
+                for mode, (env, extra) in MODES.items():
+                    clock, wall, n = one_run((ROOT / spec).resolve(), Path(tmp) / f"{mode[:4]}-{i}", env, extra)
+                    clocks[mode].append(clock)
+                    walls[mode].append(wall)
+                    steps.add(n)
+            base_clock = statistics.median(clocks["no evaluation"])
+            base_wall = statistics.median(walls["no evaluation"])
+            print(f"{spec} (median of {args.runs} runs; env steps {sorted(steps)})")
+            for mode in MODES:
+                c, w = statistics.median(clocks[mode]), statistics.median(walls[mode])
+                print(
+                    f"  {mode:<24} clock {c:6.2f} s ({100 * (c / base_clock - 1):+5.1f}%)"
+                    f"   whole run {w:6.2f} s ({100 * (w / base_wall - 1):+5.1f}%)"
+                )
+
+
+if __name__ == "__main__":
+    main()
