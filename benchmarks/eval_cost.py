@@ -48,13 +48,13 @@ def main() -> None:
     parser.add_argument("--specs", default=",".join(SPECS), help="comma-separated specs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlgen-evalcost-") as tmp:
-        for spec in args.specs.split(","):
+        for k, spec in enumerate(args.specs.split(",")):
             clocks: dict[str, list[float]] = {m: [] for m in MODES}
             walls: dict[str, list[float]] = {m: [] for m in MODES}
             steps: set[int] = set()
             for i in range(args.runs):  # the modes interleaved, so that a noisy moment hits all of them
-                for mode, (env, extra) in MODES.items():
-                    clock, wall, n = one_run((ROOT / spec).resolve(), Path(tmp) / f"{mode[:4]}-{i}", env, extra)
+                for m, (mode, (env, extra)) in enumerate(MODES.items()):
+                    clock, wall, n = one_run((ROOT / spec).resolve(), Path(tmp) / f"run-{k}-{m}-{i}", env, extra)
                     clocks[mode].append(clock)
                     walls[mode].append(wall)
                     steps.add(n)
