@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from rlgen import __version__
@@ -29,6 +28,7 @@ from rlgen.codegen.render import RUFF_TOML, FormatterMissing, RenderError, forma
 from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
+from rlgen.runtime.machine import version  # light: no TensorFlow, no numpy
 
 #: Marks a directory written by ``rlgen build``, so a rebuild may replace it (and nothing else);
 #: it holds the build's key and the digest of each file written (see :func:`cached`).
@@ -157,7 +157,7 @@ def build_key(result: Result, spec_file: str) -> str:
     included) and its file name, rlgen's rendering sources, and the versions of what resolves the
     env's spaces and formats the code."""
     assert result.spec is not None
-    versions = {name: _version(name) for name in ("gymnasium", "ruff")}
+    versions = {name: version(name) for name in ("gymnasium", "ruff")}
     inputs = {
         "rlgen": __version__,
         "sources": _sources_digest(),
@@ -168,13 +168,6 @@ def build_key(result: Result, spec_file: str) -> str:
         "spec": result.spec.to_dict(),
     }
     return _digest(json.dumps(inputs, sort_keys=True, default=str).encode("utf-8"))
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def cached(out_dir: Path, key: str) -> dict[str, str] | None:

@@ -40,7 +40,7 @@ class Evaluator:
     def __init__(self, run_dir: Path, env: dict[str, Any], episodes: int, seed: int, lead: int) -> None:
         self.dir = run_dir / ".eval"
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir, self.lead = run_dir, lead
+        self.lead = lead
         self.pending: dict[str, Any] | None = None  # {"steps", "due", "weights"}
         self.template = False
         log = open(run_dir / "ranks" / "eval.log", "ab")  # noqa: SIM115 - the process's lifetime

@@ -359,12 +359,13 @@ class Session:
                 self._profile = None
         if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
             self._tensorboard(record)
-        if (
-            self.config.checkpoint_every
-            and self.env_steps - self._last_checkpoint_steps >= self.config.checkpoint_every
-        ):
+        if self._checkpoint_due():
             self.checkpoint()
         self.progress.update(record, final=False)
+
+    def _checkpoint_due(self) -> bool:
+        every = self.config.checkpoint_every
+        return bool(every) and self.env_steps - self._last_checkpoint_steps >= every
 
     def _return_target_met(self) -> bool:
         target = self.config.stop_mean_return
@@ -420,7 +421,7 @@ class Session:
         lead = max(1, cfg.eval_every // (2 * cfg.steps_per_iteration))  # halfway to the next evaluation
         self._evaluator = Evaluator(self.run_dir, dict(cfg.env), cfg.eval_episodes, cfg.seed, lead)
 
-    def _export_template(self, target: Path) -> None:
+    def _export_to(self, target: Path) -> None:
         self._export_policy(target=target)
 
     def _evaluations(self) -> dict[str, float]:
@@ -429,9 +430,7 @@ class Session:
         lands ``lead`` iterations after it was asked for, or earlier in an iteration that writes a
         checkpoint (so that a resumed run has nothing in flight) or ends this process's run."""
         out: dict[str, float] = {}
-        cfg = self.config
-        checkpoint = cfg.checkpoint_every and self.env_steps - self._last_checkpoint_steps >= cfg.checkpoint_every
-        last = bool(self.stop_reason) or self.iteration >= self._final_iteration or bool(checkpoint)
+        last = bool(self.stop_reason) or self.iteration >= self._final_iteration or self._checkpoint_due()
         evaluator = self._evaluator
         if evaluator is not None and evaluator.pending and (self.iteration >= evaluator.pending["due"] or last):
             out.update(self._landed(evaluator.collect()))
@@ -439,7 +438,7 @@ class Session:
             self._last_eval_steps = self.env_steps
             if self._evaluator is not None:
                 self._evaluator.request(
-                    self._policy, self.env_steps, self.iteration + self._evaluator.lead, self._export_template
+                    self._policy, self.env_steps, self.iteration + self._evaluator.lead, self._export_to
                 )
                 if last:
                     out.update(self._landed(self._evaluator.collect()))
@@ -457,11 +456,7 @@ class Session:
             self._evaluator = None
             return {}
         steps, mean, std = result
-        self.last_eval = (mean, std)
-        if self.best_eval is None or mean > self.best_eval[0]:
-            self.best_eval = (mean, steps)
-            self._evaluator.export(self.run_dir / "policy-best")
-        return {"eval_mean_return": mean, "eval_std_return": std, "eval_env_steps": steps}
+        return self._record_eval(mean, std, steps, self._evaluator.export)
 
     def _evaluate(self) -> dict[str, float]:
         if self._policy is None:
@@ -469,16 +464,17 @@ class Session:
         from .evaluate import evaluate
 
         returns = evaluate(self._act_fn(), self.config.env, self.config.eval_episodes, self.config.seed)
-        self.last_eval = (float(returns.mean()), float(returns.std()))
-        if self.best_eval is None or self.last_eval[0] > self.best_eval[0]:
+        return self._record_eval(float(returns.mean()), float(returns.std()), self.env_steps, self._export_to)
+
+    def _record_eval(self, mean: float, std: float, steps: int, export: Callable[[Path], None]) -> dict[str, float]:
+        """An evaluation's result (of the policy at ``steps`` env steps), its row's fields; a new best
+        is exported to ``policy-best/`` by ``export`` (here, or by the evaluator process)."""
+        self.last_eval = (mean, std)
+        if self.best_eval is None or mean > self.best_eval[0]:
             # off-policy learners in particular can get worse again: keep the best evaluated policy
-            self.best_eval = (self.last_eval[0], self.env_steps)
-            self._export_policy("policy-best")
-        return {
-            "eval_mean_return": self.last_eval[0],
-            "eval_std_return": self.last_eval[1],
-            "eval_env_steps": self.env_steps,
-        }
+            self.best_eval = (mean, steps)
+            export(self.run_dir / "policy-best")
+        return {"eval_mean_return": mean, "eval_std_return": std, "eval_env_steps": steps}
 
     def _act_fn(self):
         import tensorflow as tf
@@ -540,7 +536,7 @@ class Session:
             exported = False
             if self._final_eval_due():  # so that policy-best/ is truly the best evaluated
                 if self._evaluator is not None:  # the final policy is exported while it is evaluated
-                    self._evaluator.request(self._policy, self.env_steps, self.iteration, self._export_template)
+                    self._evaluator.request(self._policy, self.env_steps, self.iteration, self._export_to)
                     self._export_policy()
                     exported = True
                     final_eval = self._landed(self._evaluator.collect())
