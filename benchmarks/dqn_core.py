@@ -76,7 +76,8 @@ def train(
     """Train DQN on CartPole-v1; returns the run's figures."""
     import numpy as np
 
-    from rlgen.runtime.dqn import DQNConfig, DQNLearner
+    from rlgen.algorithms.dqn.config import DQNConfig
+    from rlgen.algorithms.dqn.learner import DQNLearner
     from rlgen.runtime.envs import VectorEnv
     from rlgen.runtime.evaluate import evaluate
     from rlgen.runtime.networks import build_network

@@ -52,12 +52,13 @@ def train(
     verbose: bool = True,
 ) -> dict[str, float]:
     """Train PPO on CartPole-v1; returns the run's figures."""
+    from rlgen.algorithms.ppo.config import PPOConfig
+    from rlgen.algorithms.ppo.learner import PPOLearner
     from rlgen.runtime.buffers import RolloutBuffer
     from rlgen.runtime.envs import VectorEnv
     from rlgen.runtime.networks import build_network
     from rlgen.runtime.optim import Linear
     from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value
-    from rlgen.runtime.ppo import PPOConfig, PPOLearner
 
     t_build = time.perf_counter()
     num_envs, n_steps = 8, 32

@@ -164,9 +164,11 @@ class Agent:
     def __init__(self, spec: dict[str, Any], n: int, minibatch: int, learner_jit: bool, seed: int = 0) -> None:
         import tensorflow as tf
 
+        from rlgen.algorithms.base import from_settings
+        from rlgen.algorithms.ppo.config import PPOConfig
+        from rlgen.algorithms.ppo.learner import PPOLearner
         from rlgen.runtime.networks import build_network
         from rlgen.runtime.policies import ActionSpec, Policy, Value
-        from rlgen.runtime.ppo import PPOConfig, PPOLearner
         from rlgen.runtime.tfenvs import make_tf_env
 
         comps = spec["components"]
@@ -184,7 +186,7 @@ class Agent:
         self.v = build_network(v_cfg, obs_shape, 1, output_gain=1.0, seed=seed + 2, name="v")
         self.policy = Policy(self.pi, action_spec, seed=seed + 100, name="actor")
         self.value = Value(self.v, name="critic")
-        self.config = PPOConfig.from_spec({**learner_spec, "jit_compile": learner_jit})
+        self.config = from_settings(PPOConfig, {**learner_spec, "jit_compile": learner_jit})
         self.learner = PPOLearner(self.policy, self.value, self.config, self.T, n, obs_shape, seed=seed + 103)
         self.obs_shape, self.action_spec = obs_shape, action_spec
         self.env.reset()

@@ -34,7 +34,7 @@ from rlgen.runtime.machine import version  # light: no TensorFlow, no numpy
 #: it holds the build's key and the digest of each file written (see :func:`cached`).
 MARKER = ".rlgen-build"
 #: What a build is rendered by, besides the spec: a change in any of these files is a new build.
-SOURCES = ("__init__.py", "codegen", "dsl", "templates", "schemas")
+SOURCES = ("__init__.py", "algorithms", "codegen", "dsl", "templates", "schemas")
 
 
 class BuildError(Exception):

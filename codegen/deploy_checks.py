@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
@@ -100,7 +101,8 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
         yield from _check_pipelined(spec, flow, policy)
     learners = policy.learner_workers(workers)
     for name, comp in spec.components.items():
-        if comp.kind == "ppo" and learners > 1 and comp.get("minibatch") % learners:
+        splits = comp.kind in ALGORITHMS and ALGORITHMS[comp.kind].has_setting("minibatch")
+        if splits and learners > 1 and comp.get("minibatch") % learners:
             yield error(
                 "E603",
                 ("components", name, "minibatch"),

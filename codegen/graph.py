@@ -7,6 +7,7 @@ with ``batch`` envs per env-stepping worker.
 
 from __future__ import annotations
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import BlockInfo, Edge, Graph, Node, Tensor
 from rlgen.dsl.catalog import BUFFER_KINDS, COMPUTE_KINDS, EnvSpaces
 from rlgen.dsl.dataflow import Dataflow
@@ -16,7 +17,7 @@ from rlgen.dsl.spec import Spec
 #: Fields of an on-policy rollout as the learner receives them (rlgen.runtime.buffers.Rollout).
 ROLLOUT_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "valid", "logp", "values")
 #: Length of the metrics vector each learner kind returns (None: not known before run).
-METRIC_COUNTS = {"ppo": 10, "a2c": 10}
+METRIC_COUNTS = {kind: len(algo.metrics) for kind, algo in ALGORITHMS.items()}
 
 
 class GraphError(ValueError):

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Port, ProcessSet, RankInfo, Step, Tensor, Transfer
 from rlgen.codegen.policies import DistributionPolicy
 from rlgen.dsl.catalog import EnvSpaces
@@ -309,7 +310,7 @@ def _weight_transfers(fdg: FDG, ctx: Context, partition) -> tuple[Transfer, ...]
             out.append(Transfer("weights", frag.name, frag.name, op, "start", pset, fdg.partition, parts, parts))
             for nid in frag.nodes:
                 node = graph.node(nid)
-                if node.method == "update" and node.kind in ("ppo", "a2c", "dqn"):
+                if node.method == "update" and node.kind in ALGORITHMS:
                     op, pset = _collective_for(ctx, "reduce")
                     out.append(
                         Transfer("gradients", frag.name, frag.name, op, f"in:{nid}", pset, fdg.partition, parts, parts)
@@ -360,7 +361,7 @@ def fuse_compute(fdg: FDG, ctx: Context) -> FDG:
 
 # --- 4. the whole loop in one graph -------------------------------------------------
 #: Component kinds whose calls have an in-graph form (a replay buffer lives on the host).
-LOOP_KINDS = frozenset({"policy", "value", "rollout", "ppo", "a2c"})
+LOOP_KINDS = frozenset({"policy", "value", "rollout", *(k for k, a in ALGORITHMS.items() if a.in_graph)})
 
 
 def loop_fusion_blocker(fdg: FDG, ctx: Context) -> str | None:

@@ -55,6 +55,7 @@ class ComponentPlan:
     network: str | None = None
     head: tuple[int, int] | int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    seeded: bool = False  # it draws random numbers: it gets a seed from the replica's stream
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ class RolePlan:
     learner_attr: str | None = None
     policy_attr: str | None = None
     policy_call: bool = False  # a Q-network becomes a policy through .policy()
-    metrics_module: str | None = None
+    metrics_home: str | None = None
     replicated_learner: bool = False
     metrics: str | None = None  # the value holding the learner's metrics (logged each iteration)
     metrics_conditional: bool = False
@@ -344,7 +345,7 @@ class Plan:
     roles: tuple[RolePlan, ...]
     run: RunPlan
     control: str = "lockstep"  # how ranks agree on stopping (rlgen.runtime.control)
-    metrics_modules: tuple[str, ...] = ()
+    metrics_homes: tuple[str, ...] = ()
 
     @property
     def policy(self) -> str:

@@ -20,7 +20,11 @@ from typing import Any
 
 import jinja2
 
+from rlgen.algorithms import ALGORITHMS
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+#: The algorithm homes: each holds its part of a compute fragment (``<kind>/fragment.j2``).
+ALGORITHM_HOMES = TEMPLATES.parent / "algorithms"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The ruff that formats generated code: pinned (setup.cfg), so that every machine writes
@@ -113,7 +117,7 @@ def fields(value: Any) -> list[tuple[str, Any]]:
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(ALGORITHM_HOMES)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -121,6 +125,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
         auto_reload=False,
     )
+    env.globals["parts"] = {kind: algo.template for kind, algo in ALGORITHMS.items()}  # learner kind -> its part
     env.filters.update(
         ident=ident, literal=literal, comment=comment, comment_lines=comment_lines, aslist=aslist, fields=fields
     )

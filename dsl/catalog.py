@@ -5,64 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlgen.algorithms import ALGORITHMS
+from rlgen.dsl.methods import Method
+from rlgen.dsl.methods import method as _m
+
 #: Value types flowing through the loop. Shapes are per env (batch dimension implicit).
 VALUE_TYPES = ("obs", "action", "reward", "flag", "logp", "value", "buffer", "batch", "metrics")
 
 RESERVED_NAMES = frozenset({"env", "weights", "init", "gradients"})
 
 
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: str
-    optional: bool = False
-
-
-@dataclass(frozen=True)
-class Method:
-    """A callable method of a component kind: typed inputs and outputs."""
-
-    name: str
-    inputs: tuple[Param, ...] = ()
-    outputs: tuple[Param, ...] = ()
-
-    @property
-    def min_inputs(self) -> int:
-        return sum(not p.optional for p in self.inputs)
-
-    @property
-    def min_outputs(self) -> int:
-        return sum(not p.optional for p in self.outputs)
-
-    def signature(self, component: str) -> str:
-        def fmt(params: tuple[Param, ...]) -> str:
-            req = [p.name for p in params if not p.optional]
-            opt = [p.name for p in params if p.optional]
-            return ", ".join(req) + "".join(f"[, {o}" for o in opt) + "]" * len(opt)
-
-        outs = f" -> {fmt(self.outputs)}" if self.outputs else ""
-        return f"{component}.{self.name}({fmt(self.inputs)}){outs}"
-
-
-def _m(name: str, inputs: str = "", outputs: str = "") -> Method:
-    """``_m("act", "obs:obs", "action:action logp:logp?")``: name:type, ``?`` = optional."""
-
-    def params(spec: str) -> tuple[Param, ...]:
-        out = []
-        for item in spec.split():
-            pname, ptype = item.split(":")
-            out.append(Param(pname, ptype.rstrip("?"), ptype.endswith("?")))
-        return tuple(out)
-
-    return Method(name, params(inputs), params(outputs))
-
-
 ENV_METHODS = {
     "reset": _m("reset", "", "obs:obs"),
     "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag"),
 }
-
-_UPDATE_ON_POLICY = _m("update", "buffer:buffer obs:obs", "metrics:metrics?")
 
 METHODS: dict[str, dict[str, Method]] = {
     "policy": {"act": _m("act", "obs:obs", "action:action logp:logp?")},
@@ -78,25 +34,22 @@ METHODS: dict[str, dict[str, Method]] = {
         "insert": _m("insert", "obs:obs action:action reward:reward next_obs:obs terminated:flag truncated:flag"),
         "sample": _m("sample", "", "batch:batch"),
     },
-    "ppo": {"update": _UPDATE_ON_POLICY},
-    "a2c": {"update": _UPDATE_ON_POLICY},
-    "dqn": {"update": _m("update", "batch:batch", "metrics:metrics?"), "sync_target": _m("sync_target")},
+    **{kind: dict(algo.methods) for kind, algo in ALGORITHMS.items()},
 }
 
-LEARNER_KINDS = frozenset({"ppo", "a2c", "dqn"})
+#: Learner kinds: one per algorithm home (rlgen.algorithms).
+LEARNER_KINDS = frozenset(ALGORITHMS)
 BUFFER_KINDS = frozenset({"rollout", "replay"})
 #: Component kinds whose methods run as TensorFlow compute (vs. CPU-side bookkeeping).
-COMPUTE_KINDS = frozenset({"policy", "value", "qvalue", "ppo", "a2c", "dqn"})
+COMPUTE_KINDS = frozenset({"policy", "value", "qvalue", *ALGORITHMS})
 #: Fields of a component that name another component, with the kinds they accept.
 COMPONENT_REFS: dict[str, dict[str, frozenset[str]]] = {
-    "ppo": {"policy": frozenset({"policy"}), "value": frozenset({"value"})},
-    "a2c": {"policy": frozenset({"policy"}), "value": frozenset({"value"})},
-    "dqn": {"q": frozenset({"qvalue"})},
+    kind: {ref.field: ref.kinds for ref in algo.refs} for kind, algo in ALGORITHMS.items()
 }
 #: Buffers that a learner can be updated from.
-LEARNER_BUFFERS = {"ppo": "rollout", "a2c": "rollout"}
+LEARNER_BUFFERS = {kind: algo.buffer for kind, algo in ALGORITHMS.items() if algo.buffer}
 #: Buffer fields that an on-policy learner needs to have been inserted.
-LEARNER_NEEDS_INSERTED = {"ppo": ("logp", "value"), "a2c": ("value",)}
+LEARNER_NEEDS_INSERTED = {kind: algo.needs_inserted for kind, algo in ALGORITHMS.items() if algo.needs_inserted}
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 
-from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES, Method
+from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES
 from rlgen.dsl.diagnostics import article, did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
+from rlgen.dsl.methods import Method
 from rlgen.dsl.spec import Block, LoopCall, Spec
 
 

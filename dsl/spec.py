@@ -1,6 +1,7 @@
 """The typed Spec: small frozen dataclasses built once from a schema-valid document.
 
-Defaults live here (and, identically, in ``schemas/rlgen.schema.json``; a test
+Defaults live here, and a learner's in its home's settings dataclass
+(:mod:`rlgen.algorithms`); ``schemas/rlgen.schema.json`` states the same ones (a test
 keeps them equal). Every field's meaning is documented in ``docs/language.md``.
 """
 
@@ -10,8 +11,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlgen.algorithms import ALGORITHMS
+from rlgen.algorithms.base import Algorithm
 from rlgen.dsl.calls import Call, CallSyntaxError, parse_call
-from rlgen.dsl.catalog import METHODS, Method, Param
+from rlgen.dsl.catalog import METHODS
+from rlgen.dsl.methods import Method, Param
 
 PathT = tuple[str | int, ...]
 
@@ -27,6 +31,12 @@ class LinearSchedule:
 
 
 Rate = float | LinearSchedule
+
+
+def _rate(value: Any) -> Rate:
+    if isinstance(value, dict):
+        return LinearSchedule(float(value["start"]), float(value.get("end", 0.0)))
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -87,53 +97,27 @@ class Exploration:
     fraction: float = 0.1
 
 
-PPO_DEFAULTS: dict[str, Any] = {
-    "lr": 3.0e-4,
-    "gamma": 0.99,
-    "gae_lambda": 0.95,
-    "clip": 0.2,
-    "clip_value": None,
-    "epochs": 10,
-    "minibatch": 64,
-    "ent_coef": 0.0,
-    "vf_coef": 0.5,
-    "max_grad_norm": 0.5,
-    "normalize_advantage": True,
-    "correction": "ratio",
-    "rho_clip": 1.0,
-    "c_clip": 1.0,
-    "optimizer": Optimizer("adam", eps=1.0e-5),
-}
-A2C_DEFAULTS: dict[str, Any] = {
-    "lr": 7.0e-4,
-    "gamma": 0.99,
-    "gae_lambda": 1.0,
-    "ent_coef": 0.0,
-    "vf_coef": 0.5,
-    "max_grad_norm": 0.5,
-    "normalize_advantage": False,
-    "correction": "ratio",
-    "rho_clip": 1.0,
-    "c_clip": 1.0,
-    "optimizer": Optimizer("rmsprop", eps=1.0e-5, alpha=0.99),
-}
-DQN_DEFAULTS: dict[str, Any] = {
-    "lr": 1.0e-4,
-    "gamma": 0.99,
-    "tau": 1.0,
-    "double": False,
-    "max_grad_norm": 10.0,
-    "optimizer": Optimizer("adam", eps=1.0e-8),
-}
+def learner_defaults(algo: Algorithm) -> dict[str, Any]:
+    """A learner kind's settings defaults, from its home's settings dataclass (optimizers and
+    rate schedules typed as the Spec holds them)."""
+    out: dict[str, Any] = {}
+    for key, value in algo.defaults().items():
+        if key == "optimizer":
+            out[key] = Optimizer(value["kind"], float(value["eps"]), float(value.get("alpha", 0.99)))
+        elif key in algo.rates():
+            out[key] = _rate(value)
+        else:
+            out[key] = value
+    return out
+
+
 COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "policy": {"distribution": "auto", "log_std_init": 0.0},
     "value": {},
     "qvalue": {"exploration": Exploration()},
     "rollout": {"length": None},
     "replay": {"capacity": 1_000_000, "batch_size": 32},
-    "ppo": PPO_DEFAULTS,
-    "a2c": A2C_DEFAULTS,
-    "dqn": DQN_DEFAULTS,
+    **{kind: learner_defaults(algo) for kind, algo in ALGORITHMS.items()},
     "custom": {"args": {}, "placement": "compute"},
 }
 
@@ -282,12 +266,6 @@ class Spec:
 
 
 # --- building -----------------------------------------------------------------
-def _rate(value: Any) -> Rate:
-    if isinstance(value, dict):
-        return LinearSchedule(float(value["start"]), float(value.get("end", 0.0)))
-    return float(value)
-
-
 def _optimizer(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
     if value is None:
         return default
@@ -311,7 +289,7 @@ def build_component(name: str, raw: dict[str, Any]) -> Component:
     for key, value in raw.items():
         if key in ("kind", "methods"):
             continue
-        if key in ("lr", "clip"):
+        if kind in ALGORITHMS and key in ALGORITHMS[kind].rates():
             settings[key] = _rate(value)
         elif key == "optimizer":
             settings[key] = _optimizer(value, settings.get("optimizer", Optimizer()))

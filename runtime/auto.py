@@ -216,7 +216,7 @@ class Chooser:
         self.env_calls = max(1, steps_per_iteration // spec.env.num_envs)
         self.grad_steps = 1
         for comp in spec.components.values():
-            if comp.kind == "ppo":
+            if comp.get("epochs") and comp.get("minibatch"):  # epochs of minibatches (ppo)
                 self.grad_steps = comp.get("epochs") * max(1, steps_per_iteration // comp.get("minibatch"))
 
     def recall(self, history: History) -> bool:

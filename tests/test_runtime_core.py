@@ -12,6 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 gym = pytest.importorskip("gymnasium")
 
+from rlgen.algorithms.ppo.config import PPOConfig  # noqa: E402
+from rlgen.algorithms.ppo.learner import PPOLearner, gae, vtrace  # noqa: E402
 from rlgen.runtime.buffers import RolloutBuffer  # noqa: E402
 from rlgen.runtime.distributions import Categorical, DiagGaussian  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
@@ -24,7 +26,6 @@ from rlgen.runtime.optim import (  # noqa: E402
     clip_by_global_norm,
 )
 from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
-from rlgen.runtime.ppo import PPOConfig, PPOLearner, gae, vtrace  # noqa: E402
 from rlgen.runtime.tfutil import configure_threads, flat_caller, numpy_caller  # noqa: E402
 
 configure_threads(1, 1)

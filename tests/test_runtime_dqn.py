@@ -12,7 +12,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 gym = pytest.importorskip("gymnasium")
 
-from rlgen.runtime.dqn import DQNConfig, DQNLearner, huber  # noqa: E402
+from rlgen.algorithms.base import from_settings  # noqa: E402
+from rlgen.algorithms.dqn.config import DQNConfig  # noqa: E402
+from rlgen.algorithms.dqn.learner import DQNLearner, huber  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
 from rlgen.runtime.evaluate import evaluate  # noqa: E402
 from rlgen.runtime.networks import MLP, build_network  # noqa: E402
@@ -257,10 +259,10 @@ def test_sync_target_hard_and_soft() -> None:
         _learner(False, tau=0.0)
 
 
-def test_dqn_config_from_spec() -> None:
-    c = DQNConfig.from_spec({"kind": "dqn", "q": "q", "lr": 2.3e-3, "double": True, "optimizer": {"kind": "adam"}})
+def test_dqn_config_from_settings() -> None:
+    c = from_settings(DQNConfig, {"kind": "dqn", "q": "q", "lr": 2.3e-3, "double": True, "optimizer": {"kind": "adam"}})
     assert (c.lr, c.double, c.gamma, c.tau, c.max_grad_norm) == (2.3e-3, True, 0.99, 1.0, 10.0)
-    assert DQNConfig().optimizer == {"kind": "adam", "eps": 1e-8} and DQNConfig().lr == 1e-4
+    assert DQNConfig().optimizer == {"kind": "adam", "eps": 1.0e-8} and DQNConfig().lr == 1e-4
 
 
 # --- learning ------------------------------------------------------------------------

@@ -11,12 +11,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 gym = pytest.importorskip("gymnasium")
 
+from rlgen.algorithms.ppo.config import PPOConfig  # noqa: E402
+from rlgen.algorithms.ppo.learner import PPOLearner  # noqa: E402
 from rlgen.runtime.buffers import RolloutBuffer  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
 from rlgen.runtime.networks import MLP, build_network, head_slices, output_heads  # noqa: E402
 from rlgen.runtime.optim import Linear  # noqa: E402
 from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
-from rlgen.runtime.ppo import PPOConfig, PPOLearner  # noqa: E402
 from rlgen.runtime.tfutil import configure_threads  # noqa: E402
 
 configure_threads(1, 1)

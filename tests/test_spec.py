@@ -7,8 +7,10 @@ import json
 import pytest
 import yaml
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.api import validate_file, validate_text
 from rlgen.dsl.catalog import KNOWN_ENVS
+from rlgen.dsl.envinfo import quiet_mujoco
 from rlgen.dsl.spec import COMPONENT_DEFAULTS, Checkpoint, Eval, Log, Stop, Train, _plain, build_spec
 
 from conftest import EXAMPLES, ROOT
@@ -20,7 +22,7 @@ def _props(defname: str) -> dict:
     return SCHEMA["$defs"][defname]["properties"]
 
 
-@pytest.mark.parametrize("kind", ["ppo", "a2c", "dqn", "replay", "policy"])
+@pytest.mark.parametrize("kind", [*ALGORITHMS, "replay", "policy"])
 def test_component_defaults_match_the_schema(kind):
     props = _props(f"{kind}_component")
     for key, default in COMPONENT_DEFAULTS[kind].items():
@@ -63,6 +65,7 @@ def test_known_env_table_agrees_with_gymnasium(env_id):
     gym = pytest.importorskip("gymnasium")
     if env_id.endswith("-v5"):
         pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra (pip install rlgen[mujoco])")
+    quiet_mujoco(env_id)  # as rlgen does: no warnings, no MUJOCO_LOG.TXT in the working directory
     env = gym.make(env_id)
     known = KNOWN_ENVS[env_id]
     assert tuple(env.observation_space.shape) == known.observation.shape

@@ -35,7 +35,7 @@ def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
         roles=roles,
         run=lower_run(fdg, ctx),
         control=ctx.policy.control,
-        metrics_modules=tuple(dict.fromkeys(r.metrics_module for r in roles if r.metrics and r.metrics_module)),
+        metrics_homes=tuple(dict.fromkeys(r.metrics_home for r in roles if r.metrics and r.metrics_home)),
     )
 
 

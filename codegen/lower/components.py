@@ -2,8 +2,8 @@
 
 One function per component kind (:data:`LOWER`) turns a spec component into its
 :class:`~rlgen.codegen.plan.ComponentPlan` ``options``; the matching template part
-(``templates/kinds/<kind>.j2``) renders it. Learner settings become the runtime
-config's keyword arguments here (per-learner minibatch, A2C as PPO's one-epoch update).
+(a learner's ``fragment.j2`` in its home, :mod:`rlgen.algorithms`) renders it. A
+learner's lowering is its home's: its settings become its config's keyword arguments.
 """
 
 from __future__ import annotations
@@ -12,36 +12,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment
 from rlgen.codegen.passes import Context, component_weights, network_heads
 from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
+from rlgen.dsl.catalog import COMPONENT_REFS
 from rlgen.dsl.spec import resolved
-
-#: Keyword arguments of rlgen.runtime.ppo.PPOConfig that a ppo/a2c component sets.
-PPO_KEYS = (
-    "lr",
-    "gamma",
-    "gae_lambda",
-    "clip",
-    "clip_value",
-    "epochs",
-    "minibatch",
-    "ent_coef",
-    "vf_coef",
-    "max_grad_norm",
-    "normalize_advantage",
-    "correction",
-    "rho_clip",
-    "c_clip",
-    "optimizer",
-)
-#: Fields of a dqn component that configure rlgen.runtime.dqn.DQNConfig.
-DQN_KEYS = ("lr", "gamma", "tau", "double", "max_grad_norm", "optimizer")
-#: A2C is PPO's update with one epoch over the whole rollout and no clipping:
-#: at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient.
-A2C_AS_PPO = {"epochs": 1, "clip": 1.0e9, "clip_value": None}
-#: The runtime module whose METRICS name each learner kind's metrics vector.
-METRICS_MODULE = {"ppo": "ppo", "a2c": "ppo", "dqn": "dqn"}
 
 
 def action_plan(ctx: Context) -> ActionPlan:
@@ -63,7 +39,7 @@ def components_of(fdg: FDG, ctx: Context, frag: Fragment) -> list[str]:
         if name in out or name == "env":
             continue
         comp = ctx.spec.components[name]
-        refs = [comp.get(k) for k in ("policy", "value", "q") if comp.get(k) in ctx.spec.components]
+        refs = [comp.get(k) for k in COMPONENT_REFS.get(comp.kind, ()) if comp.get(k) in ctx.spec.components]
         names = refs + names
         out.append(name)
     order = list(ctx.spec.components)
@@ -106,44 +82,21 @@ def _replay(k: KindContext, name: str) -> dict[str, Any]:
     }
 
 
-def _dqn(k: KindContext, name: str) -> dict[str, Any]:
-    plain = k.plain[name]
-    return {
-        "q": k.ctx.spec.components[name].get("q"),
-        "config": {key: plain[key] for key in DQN_KEYS if key in plain},
-        "reduce": k.reduce,
-    }
-
-
-def _on_policy(k: KindContext, name: str) -> dict[str, Any]:
-    comp = k.ctx.spec.components[name]
-    plain = k.plain[name]
-    buffer = next(e.name for e in k.fdg.graph.edges if e.type == "buffer")
-    steps = k.buffer_len[buffer]
-    config = {key: plain[key] for key in PPO_KEYS if key in plain}
-    if comp.kind == "a2c":
-        config.update(A2C_AS_PPO, minibatch=steps * k.frag.batch)
-    else:
-        config["minibatch"] = int(config["minibatch"]) // k.learners
-    return {
-        "policy": comp.get("policy"),
-        "value": comp.get("value"),
-        "steps": steps,
-        "config": config,
-        "reduce": k.reduce,
-    }
-
-
 LOWER: dict[str, Callable[[KindContext, str], dict[str, Any]]] = {
     "policy": _policy,
     "value": lambda k, name: {},
     "qvalue": _qvalue,
     "rollout": _rollout,
     "replay": _replay,
-    "ppo": _on_policy,
-    "a2c": _on_policy,
-    "dqn": _dqn,
+    **{kind: algo.lower for kind, algo in ALGORITHMS.items()},  # each home lowers its learner
 }
+
+
+def _seeded(kind: str, options: dict[str, Any]) -> bool:
+    """Does a component of this kind draw random numbers (sampling, minibatch shuffles)?"""
+    if kind == "replay":
+        return options["stage"] is None  # the buffer that samples, not an actor's stage
+    return kind in ("policy", "qvalue") or (kind in ALGORITHMS and ALGORITHMS[kind].seeded)
 
 
 def lower_components(
@@ -187,6 +140,7 @@ def lower_components(
     for i, name in enumerate(names):
         comp = spec.components[name]
         network = comp.get("network") if comp.kind in ("policy", "value", "qvalue") else None
+        options = LOWER[comp.kind](k, name)
         components.append(
             ComponentPlan(
                 attr=name,
@@ -194,7 +148,8 @@ def lower_components(
                 seed=100 + i,
                 network=network,
                 head=heads.get(name) if name in heads else None,
-                options=LOWER[comp.kind](k, name),
+                options=options,
+                seeded=_seeded(comp.kind, options),
             )
         )
     return tuple(components), tuple(networks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
 from rlgen.codegen.lower.boundary import Group, boundary
 from rlgen.codegen.lower.components import action_plan, gaussian, lower_components
@@ -107,7 +108,7 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
     node = graph.node(node_id)
     kind = "env" if node.component == "env" else ctx.spec.components[node.component].kind
     options: dict[str, Any] = {}
-    if kind in ("ppo", "a2c", "dqn") and node.method == "update":
+    if kind in ALGORITHMS and node.method == "update":
         data = node.inputs[0]
         options["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
     if kind == "qvalue":
@@ -137,7 +138,7 @@ def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step, ahead: frozenset[s
         else:
             signature.append(tensor(edge.parts[0].with_batch(batch)))
     calls = [_call(fdg, ctx, n, step.block) for n in step.nodes]
-    if any((c.kind in ("ppo", "a2c", "dqn") and c.method == "update") or c.kind == "qvalue" for c in calls):
+    if any((c.kind in ALGORITHMS and c.method == "update") or c.kind == "qvalue" for c in calls):
         signature.append(TensorPlan("progress", "float32", ()))
     blocks: tuple[LoopBlockPlan, ...] = ()
     if step.kind == "loop":
@@ -190,7 +191,7 @@ def _loop_blocks(
                 call_of[n] = dataclasses.replace(
                     call, options={**call.options, "rows": rows[call.component], "index": counter}
                 )
-            if call.kind in ("ppo", "a2c"):
+            if call.kind in ALGORITHMS and ALGORITHMS[call.kind].buffer == "rollout":
                 call_of[n] = dataclasses.replace(call, options={**call.options, "rows": rows_of[call.inputs[0]]})
         out.append(
             LoopBlockPlan(

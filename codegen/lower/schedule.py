@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
-from rlgen.codegen.lower.components import METRICS_MODULE
 from rlgen.codegen.lower.fragments import class_name, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, Op, RolePlan, RunPlan
@@ -104,9 +104,9 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         env_frag=next((f.name for f in frags if f.kind == "env" or loop_step in f.steps), None),
         learner_frag=learner.name if learner else None,
         learner_attr=learner_attr,
-        policy_attr=(learner_comp.get("policy") or learner_comp.get("q")) if learner_comp else None,
-        policy_call=learner_kind == "dqn",
-        metrics_module=METRICS_MODULE.get(learner_kind) if learner_kind else None,
+        policy_attr=learner_comp.get(ALGORITHMS[learner_kind].acts) if learner_comp else None,
+        policy_call=learner_comp is not None and ALGORITHMS[learner_kind].acts_through_policy,
+        metrics_home=learner_kind,
         replicated_learner=learner is not None and len([r for r in fdg.ranks if r.role == role]) > 1,
         metrics=metrics if metrics in known else None,  # the learner's output, whatever its name
         metrics_conditional=metrics is not None

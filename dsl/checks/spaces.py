@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.dsl.catalog import TF_ENVS
 from rlgen.dsl.checks import Context, Finding, check, error
 from rlgen.dsl.diagnostics import quote_list
+
+CONTINUOUS_LEARNERS = [kind for kind, algo in ALGORITHMS.items() if not algo.discrete_actions]
 
 
 @check
@@ -88,10 +91,11 @@ def action_space_fit(ctx: Context) -> Iterator[Finding]:
                     f"rlgen policies need a flat Box action space; {env_name} has {action.describe()}",
                     "flatten the action space in a wrapper",
                 )
-        if comp.kind in ("qvalue", "dqn") and action.kind != "discrete":
+        discrete_only = comp.kind == "qvalue" or (comp.kind in ALGORITHMS and ALGORITHMS[comp.kind].discrete_actions)
+        if discrete_only and action.kind != "discrete":
             yield error(
                 "E403",
                 ("components", name, "kind"),
                 f"{comp.kind} needs a discrete action space; {env_name} has {action.describe()}",
-                "use a policy-gradient learner (ppo, a2c) for continuous actions",
+                f"use a learner for continuous actions ({quote_list(CONTINUOUS_LEARNERS)})",
             )

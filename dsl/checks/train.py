@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.dsl.checks import Context, Finding, check, error, warning
 
 
@@ -61,7 +62,7 @@ def budget(ctx: Context) -> Iterator[Finding]:
 
 @check
 def minibatches(ctx: Context) -> Iterator[Finding]:
-    """A PPO minibatch fits in, and divides, the rollout batch (steps × envs).
+    """A learner's minibatch (PPO's) fits in, and divides, the rollout batch (steps × envs).
 
     ```yaml
     env: {id: CartPole-v1, num_envs: 8}
@@ -70,7 +71,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
     ```
     """
     for info in ctx.flow.calls:
-        if info.kind != "ppo" or info.method.name != "update":
+        algo = ALGORITHMS.get(info.kind)
+        if algo is None or not algo.has_setting("minibatch") or info.method.name != "update":
             continue
         comp = ctx.spec.components[info.call.call.component]
         inserts = [

@@ -28,11 +28,12 @@ Boundary (values in and out of this fragment):
 from __future__ import annotations
 
 import tensorflow as tf
+from rlgen.algorithms.a2c.config import A2CConfig
+from rlgen.algorithms.a2c.learner import A2CLearner
 from rlgen.runtime import p2p
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
-from rlgen.runtime.ppo import PPOConfig, PPOLearner
 from rlgen.runtime.steps import compiled
 
 BATCH = 8  # envs served by one replica of this fragment
@@ -76,10 +77,10 @@ class LearnerFragment(tf.Module):
         self.critic = Value(self.v, name="critic")
         # a2c: PPO's update with one epoch over the whole rollout and no clipping
         # (at ratio 1 the clipped surrogate's gradient is A2C's policy gradient).
-        self.learner = PPOLearner(
+        self.learner = A2CLearner(
             self.actor,
             self.critic,
-            PPOConfig(
+            A2CConfig(
                 **{
                     "lr": 0.0007,
                     "gamma": 0.99,
@@ -92,10 +93,6 @@ class LearnerFragment(tf.Module):
                     "rho_clip": 1.0,
                     "c_clip": 1.0,
                     "optimizer": {"kind": "rmsprop", "eps": 1e-05, "alpha": 0.99},
-                    "epochs": 1,
-                    "clip": 1000000000.0,
-                    "clip_value": None,
-                    "minibatch": 40,
                 }
             ),
             num_steps=5,
@@ -104,6 +101,7 @@ class LearnerFragment(tf.Module):
             seed=stream + 102,
             name="learner",
         )
+
         self.behaviour_version = 0  # weights version the last experience received was acted with
         self.dropped = 0  # experience dropped as too stale by the last receive
 

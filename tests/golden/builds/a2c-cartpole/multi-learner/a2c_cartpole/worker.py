@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from rlgen.algorithms.a2c.config import A2CConfig
+from rlgen.algorithms.a2c.learner import A2CLearner
 from rlgen.runtime import comm
 from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
-from rlgen.runtime.ppo import PPOConfig, PPOLearner
 from rlgen.runtime.steps import compiled
 
 BATCH = 4  # envs served by one replica of this fragment
@@ -82,10 +83,10 @@ class WorkerFragment(tf.Module):
         self.buffer = RolloutBuffer(5, BATCH, OBS_SHAPE, ACTION_SHAPE, np.int32)
         # a2c: PPO's update with one epoch over the whole rollout and no clipping
         # (at ratio 1 the clipped surrogate's gradient is A2C's policy gradient).
-        self.learner = PPOLearner(
+        self.learner = A2CLearner(
             self.actor,
             self.critic,
-            PPOConfig(
+            A2CConfig(
                 **{
                     "lr": 0.0007,
                     "gamma": 0.99,
@@ -98,10 +99,6 @@ class WorkerFragment(tf.Module):
                     "rho_clip": 1.0,
                     "c_clip": 1.0,
                     "optimizer": {"kind": "rmsprop", "eps": 1e-05, "alpha": 0.99},
-                    "epochs": 1,
-                    "clip": 1000000000.0,
-                    "clip_value": None,
-                    "minibatch": 20,
                 }
             ),
             num_steps=5,

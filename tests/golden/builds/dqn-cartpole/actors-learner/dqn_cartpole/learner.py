@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from rlgen.algorithms.dqn.config import DQNConfig
+from rlgen.algorithms.dqn.learner import DQNLearner
 from rlgen.runtime import p2p
-from rlgen.runtime.dqn import DQNConfig, DQNLearner
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec
@@ -79,6 +80,7 @@ class LearnerFragment(tf.Module):
             ACTION_SHAPE,
             name="learner",
         )
+
         self.behaviour_version = 0  # weights version the last experience received was acted with
 
     def weights(self) -> list[tf.Variable]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlgen.runtime.dqn import METRICS
+from rlgen.algorithms.dqn import METRICS
 from rlgen.runtime.rank import run_rank
 from rlgen.runtime.session import RunConfig, Session
 

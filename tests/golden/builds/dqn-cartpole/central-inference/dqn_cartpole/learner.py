@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from rlgen.algorithms.dqn.config import DQNConfig
+from rlgen.algorithms.dqn.learner import DQNLearner
 from rlgen.runtime import p2p
-from rlgen.runtime.dqn import DQNConfig, DQNLearner
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec

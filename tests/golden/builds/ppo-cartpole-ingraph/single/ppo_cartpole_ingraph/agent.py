@@ -18,11 +18,12 @@ Steps, in the loop's order:
 from __future__ import annotations
 
 import tensorflow as tf
+from rlgen.algorithms.ppo.config import PPOConfig
+from rlgen.algorithms.ppo.learner import PPOLearner
 from rlgen.runtime.envs import env_seed, replica_seed
 from rlgen.runtime.graphbuffers import GraphRolloutBuffer
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
-from rlgen.runtime.ppo import PPOConfig, PPOLearner
 from rlgen.runtime.steps import compiled
 from rlgen.runtime.tfenvs import make_tf_env
 
@@ -104,6 +105,7 @@ class AgentFragment(tf.Module):
             seed=stream + 103,
             name="learner",
         )
+
         # --- values kept between compiled calls (spec: $.loop.init, and carried by $.loop) ---
         self.carried = {
             "obs": tf.Variable(tf.zeros([8, 4], tf.float32), trainable=False, name="obs"),

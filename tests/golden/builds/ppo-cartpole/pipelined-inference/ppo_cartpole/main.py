@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rlgen.algorithms.ppo import METRICS
 from rlgen.runtime.p2p import join_groups
-from rlgen.runtime.ppo import METRICS
 from rlgen.runtime.rank import run_rank
 from rlgen.runtime.session import RunConfig, Session
 

@@ -29,11 +29,12 @@ Boundary (values in and out of this fragment):
 from __future__ import annotations
 
 import tensorflow as tf
+from rlgen.algorithms.ppo.config import PPOConfig
+from rlgen.algorithms.ppo.learner import PPOLearner
 from rlgen.runtime import p2p
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
-from rlgen.runtime.ppo import PPOConfig, PPOLearner
 from rlgen.runtime.steps import compiled
 
 BATCH = 4  # envs served by one replica of this fragment
@@ -103,6 +104,7 @@ class LearnerFragment(tf.Module):
             seed=stream + 102,
             name="learner",
         )
+
         self.behaviour_version = 0  # weights version the last experience received was acted with
 
     def weights(self) -> list[tf.Variable]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlgen.runtime.ppo import METRICS
+from rlgen.algorithms.ppo import METRICS
 from rlgen.runtime.rank import run_rank
 from rlgen.runtime.session import RunConfig, Session
 

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from rlgen.algorithms.ppo.config import PPOConfig
+from rlgen.algorithms.ppo.learner import PPOLearner
 from rlgen.runtime import p2p
 from rlgen.runtime.buffers import RolloutBuffer
 from rlgen.runtime.envs import replica_seed
 from rlgen.runtime.networks import build_network
 from rlgen.runtime.policies import ActionSpec, Policy, Value
-from rlgen.runtime.ppo import PPOConfig, PPOLearner
 from rlgen.runtime.steps import compiled
 
 BATCH = 4  # envs served by one replica of this fragment

@@ -22,57 +22,18 @@ permutations) and returns the metrics. Semantics follow Stable-Baselines3's PPO
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from .buffers import Rollout, RolloutBuffer
-from .optim import Rate, as_schedule, build_optimizer, clip_by_global_norm
-from .policies import Policy, Value
-from .tfutil import flat_caller, to_tensor
+from rlgen.algorithms.ppo.config import METRICS, STEP_METRICS, PPOConfig
+from rlgen.runtime.buffers import Rollout, RolloutBuffer
+from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
+from rlgen.runtime.policies import Policy, Value
+from rlgen.runtime.tfutil import flat_caller, to_tensor
 
 GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
-
-STEP_METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
-METRICS = (*STEP_METRICS, "loss", "explained_variance", "lr", "clip")
-
-
-@dataclass
-class PPOConfig:
-    """PPO hyper-parameters; defaults are Stable-Baselines3's.
-
-    ``lr`` and ``clip`` are a number or a schedule (:class:`rlgen.runtime.optim.Linear`
-    or a spec mapping ``{schedule: linear, start, end}``) over training progress.
-    ``minibatch`` is per learner. ``jit_compile=None`` compiles the update with XLA
-    unless a gradient reducer is given (Horovod's ops have no XLA kernels).
-    """
-
-    lr: Rate | Mapping[str, Any] = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: Rate | Mapping[str, Any] = 0.2
-    clip_value: float | None = None
-    epochs: int = 10
-    minibatch: int = 64
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float | None = 0.5
-    normalize_advantage: bool = True
-    correction: str = "ratio"  # or "vtrace": V-trace targets and advantages instead of GAE
-    rho_clip: float = 1.0
-    c_clip: float = 1.0
-    optimizer: Mapping[str, Any] = field(default_factory=lambda: {"kind": "adam", "eps": 1e-5})
-    jit_compile: bool | None = None
-
-    @classmethod
-    def from_spec(cls, learner: Mapping[str, Any]) -> PPOConfig:
-        """From a spec's ``components.<learner>`` mapping (unknown keys such as ``kind``,
-        ``policy`` and ``value`` are ignored)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in learner.items() if k in names})
 
 
 def gae(

@@ -24,48 +24,18 @@ Stable-Baselines3's DQN (and its defaults):
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from .optim import Rate, as_schedule, build_optimizer, clip_by_global_norm
-from .qvalue import QNetwork
-from .replay import Transitions
-from .tfutil import flat_caller, to_tensor
+from rlgen.algorithms.dqn.config import METRICS, STEP_METRICS, DQNConfig
+from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
+from rlgen.runtime.qvalue import QNetwork
+from rlgen.runtime.replay import Transitions
+from rlgen.runtime.tfutil import flat_caller, to_tensor
 
 GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
-
-STEP_METRICS = ("loss", "q", "target_q", "grad_norm")
-METRICS = (*STEP_METRICS, "lr")
-
-
-@dataclass
-class DQNConfig:
-    """DQN hyper-parameters; defaults are Stable-Baselines3's.
-
-    ``lr`` is a number or a schedule (:class:`rlgen.runtime.optim.Linear` or a spec
-    mapping ``{schedule: linear, start, end}``) over training progress.
-    ``jit_compile=None`` compiles the update with XLA unless a gradient reducer is
-    given (Horovod's ops have no XLA kernels).
-    """
-
-    lr: Rate | Mapping[str, Any] = 1e-4
-    gamma: float = 0.99
-    tau: float = 1.0
-    double: bool = False
-    max_grad_norm: float | None = 10.0
-    optimizer: Mapping[str, Any] = field(default_factory=lambda: {"kind": "adam", "eps": 1e-8})
-    jit_compile: bool | None = None
-
-    @classmethod
-    def from_spec(cls, learner: Mapping[str, Any]) -> DQNConfig:
-        """From a spec's ``components.<learner>`` mapping (unknown keys such as ``kind``
-        and ``q`` are ignored)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in learner.items() if k in names})
 
 
 def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:

@@ -1,0 +1,62 @@
+"""The algorithm homes: one registry, settings typed once, the schema written from them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rlgen.algorithms import ALGORITHMS
+from rlgen.algorithms.base import spec_fields
+from rlgen.algorithms.schema import SCHEMA, generate, text
+from rlgen.codegen.render import ALGORITHM_HOMES
+from rlgen.dsl.catalog import COMPONENT_REFS, LEARNER_KINDS, METHODS
+from rlgen.dsl.spec import COMPONENT_DEFAULTS, _plain
+
+
+def test_the_schema_file_is_what_the_homes_generate() -> None:
+    current = SCHEMA.read_text(encoding="utf-8")
+    assert text(generate(json.loads(current))) == current, "run: python -m rlgen.algorithms.schema"
+
+
+def test_generating_the_schema_twice_changes_nothing() -> None:
+    once = generate(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    assert generate(once) == once
+
+
+@pytest.mark.parametrize("kind", sorted(ALGORITHMS))
+def test_every_setting_is_documented_and_constrained(kind: str) -> None:
+    algo = ALGORITHMS[kind]
+    assert spec_fields(algo.config), kind
+    for f in spec_fields(algo.config):
+        assert f.metadata["doc"].endswith("."), f"{kind}.{f.name}"
+        assert f.metadata["schema"], f"{kind}.{f.name} has no schema constraints"
+
+
+@pytest.mark.parametrize("kind", sorted(ALGORITHMS))
+def test_the_language_knows_each_home_through_the_registry(kind: str) -> None:
+    algo = ALGORITHMS[kind]
+    assert kind in LEARNER_KINDS and METHODS[kind] == dict(algo.methods)
+    assert set(COMPONENT_REFS[kind]) == {r.field for r in algo.refs}
+    assert algo.acts in COMPONENT_REFS[kind]
+    assert _plain(COMPONENT_DEFAULTS[kind]) == json.loads(json.dumps(algo.defaults()))
+
+
+@pytest.mark.parametrize("kind", sorted(ALGORITHMS))
+def test_each_home_has_its_template_part(kind: str) -> None:
+    source = (ALGORITHM_HOMES / ALGORITHMS[kind].template).read_text(encoding="utf-8")
+    for macro in ("imports", "construct", "call"):
+        assert f"{{% macro {macro}(" in source, f"{kind}: no {macro} macro"
+
+
+def test_the_homes_import_without_tensorflow() -> None:
+    code = (
+        "import sys, rlgen.algorithms, rlgen.algorithms.schema\n"
+        "from rlgen.algorithms import ALGORITHMS\n"
+        "for kind in ALGORITHMS: __import__(f'rlgen.algorithms.{kind}.config')\n"
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
