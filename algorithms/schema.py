@@ -1,11 +1,13 @@
-"""The schema's learner definitions, generated from the homes' settings dataclasses.
+"""The schema's learner definitions and the language reference's learner settings,
+generated from the homes' settings dataclasses.
 
 ``schemas/rlgen.schema.json`` is the published schema (editors read it). Its
 ``<kind>_component`` definitions, the component kinds it lists and the rules
-selecting a definition by kind are written from :data:`rlgen.algorithms.ALGORITHMS`;
-a test keeps the file equal to what this module writes. After changing a home::
+selecting a definition by kind are written from :data:`rlgen.algorithms.ALGORITHMS`,
+and so is the section of ``docs/language.md`` between the ``learners`` markers;
+tests keep both equal to what this module writes. After changing a home::
 
-    python -m rlgen.algorithms.schema        # rewrites schemas/rlgen.schema.json
+    python -m rlgen.algorithms.schema        # rewrites both
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ from typing import Any
 from rlgen.algorithms import ALGORITHMS
 from rlgen.algorithms.base import IDENTIFIER, Algorithm, default_of, spec_fields
 
-SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "rlgen.schema.json"
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = ROOT / "schemas" / "rlgen.schema.json"
+LANGUAGE = ROOT / "docs" / "language.md"
+BEGIN = "<!-- learners: written by python -m rlgen.algorithms.schema from the homes; do not edit -->"
+END = "<!-- /learners -->"
 #: Component kinds that are not learners, in the schema's order (before and after them).
 BUILDING_BLOCKS = ("policy", "value", "qvalue", "rollout", "replay")
 LAST = ("custom",)
@@ -90,14 +96,49 @@ def text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return value
+    return "null" if value is None else json.dumps(value)
+
+
+def settings_table(algo: Algorithm) -> str:
+    """The markdown table of a learner kind's settings: name, default, meaning."""
+    rows = [f"| `{r.field}` | required | {r.doc} |" for r in algo.refs]
+    for f in spec_fields(algo.config):
+        rows.append(f"| `{f.name}` | `{_shown(_plain(default_of(f)))}` | {f.metadata['doc']} |")
+    return "\n".join(["| setting | default | meaning |", "|---|---|---|", *rows])
+
+
+def learners_section() -> str:
+    """The learner settings of ``docs/language.md``, one table per home."""
+    parts = [BEGIN]
+    for kind, algo in ALGORITHMS.items():
+        methods = ", ".join(f"`{m}`" for m in algo.signature().split(" and "))
+        parts += [f"#### `{kind}`: {algo.title[0].lower()}{algo.title[1:]}", "", f"Methods: {methods}.", ""]
+        parts += [settings_table(algo), ""]
+    return "\n".join([*parts, END])
+
+
+def with_learners(doc: str) -> str:
+    """``doc`` with its learners section written from the homes."""
+    start, stop = doc.index(BEGIN), doc.index(END) + len(END)
+    return doc[:start] + learners_section() + doc[stop:]
+
+
+def _write(path: Path, new: str) -> None:
+    if new == path.read_text(encoding="utf-8"):
+        print(f"{path.name} is up to date")
+    else:
+        path.write_text(new, encoding="utf-8")
+        print(f"wrote {path}")
+
+
 def main() -> int:
-    current = json.loads(SCHEMA.read_text(encoding="utf-8"))
-    new = text(generate(current))
-    if new == SCHEMA.read_text(encoding="utf-8"):
-        print(f"{SCHEMA.name} is up to date")
-        return 0
-    SCHEMA.write_text(new, encoding="utf-8")
-    print(f"wrote {SCHEMA}")
+    _write(SCHEMA, text(generate(json.loads(SCHEMA.read_text(encoding="utf-8")))))
+    _write(LANGUAGE, with_learners(LANGUAGE.read_text(encoding="utf-8")))
     return 0
 
 

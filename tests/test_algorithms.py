@@ -10,7 +10,7 @@ import pytest
 
 from rlgen.algorithms import ALGORITHMS
 from rlgen.algorithms.base import spec_fields
-from rlgen.algorithms.schema import SCHEMA, generate, text
+from rlgen.algorithms.schema import LANGUAGE, SCHEMA, generate, text, with_learners
 from rlgen.codegen.render import ALGORITHM_HOMES
 from rlgen.dsl.catalog import COMPONENT_REFS, LEARNER_KINDS, METHODS
 from rlgen.dsl.spec import COMPONENT_DEFAULTS, _plain
@@ -19,6 +19,14 @@ from rlgen.dsl.spec import COMPONENT_DEFAULTS, _plain
 def test_the_schema_file_is_what_the_homes_generate() -> None:
     current = SCHEMA.read_text(encoding="utf-8")
     assert text(generate(json.loads(current))) == current, "run: python -m rlgen.algorithms.schema"
+
+
+def test_the_language_reference_lists_what_the_homes_say() -> None:
+    current = LANGUAGE.read_text(encoding="utf-8")
+    assert with_learners(current) == current, "run: python -m rlgen.algorithms.schema"
+    for kind, algo in ALGORITHMS.items():
+        assert f"#### `{kind}`" in current
+        assert all(f"| `{f.name}` |" in current for f in spec_fields(algo.config))
 
 
 def test_generating_the_schema_twice_changes_nothing() -> None:
