@@ -103,6 +103,13 @@ class Algorithm:
     discrete_actions: bool = False
     #: Its learner draws random numbers (minibatch shuffles): it gets the replica's seed.
     seeded: bool = False
+    #: Settings that name a network the learner builds itself (e.g. SAC's critics);
+    #: ``kinds`` is empty for these.
+    networks: tuple[Ref, ...] = ()
+    #: The distribution the acting policy (``acts``) must have, if one.
+    actor_distribution: str | None = None
+    #: The names its template part imports into generated code (spec names may not use them).
+    names: tuple[str, ...] = ()
     #: A schema example of the component.
     example: Mapping[str, Any] = field(default_factory=dict)
 

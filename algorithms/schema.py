@@ -42,7 +42,7 @@ def definition(algo: Algorithm) -> dict[str, Any]:
     props: dict[str, Any] = {
         "kind": {"description": f"Selects {noun[0].lower()}{noun[1:]}.", "const": algo.kind, "examples": [algo.kind]},
     }
-    for ref in algo.refs:
+    for ref in (*algo.refs, *algo.networks):
         props[ref.field] = {"description": ref.doc, **IDENTIFIER, "examples": [ref.example]}
     for f in spec_fields(algo.config):
         default = _plain(default_of(f))
@@ -56,7 +56,7 @@ def definition(algo: Algorithm) -> dict[str, Any]:
         "description": f"{algo.title}; {methods} {algo.signature()}.",
         "type": "object",
         "properties": props,
-        "required": ["kind", *(r.field for r in algo.refs)],
+        "required": ["kind", *(r.field for r in (*algo.refs, *algo.networks))],
         "additionalProperties": False,
         "examples": [_plain(algo.example)],
     }
@@ -106,7 +106,7 @@ def _shown(value: Any) -> str:
 
 def settings_table(algo: Algorithm) -> str:
     """The markdown table of a learner kind's settings: name, default, meaning."""
-    rows = [f"| `{r.field}` | required | {r.doc} |" for r in algo.refs]
+    rows = [f"| `{r.field}` | required | {r.doc} |" for r in (*algo.refs, *algo.networks)]
     for f in spec_fields(algo.config):
         rows.append(f"| `{f.name}` | `{_shown(_plain(default_of(f)))}` | {f.metadata['doc']} |")
     return "\n".join(["| setting | default | meaning |", "|---|---|---|", *rows])

@@ -18,6 +18,7 @@ import keyword
 import sys
 from collections.abc import Iterator
 
+from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.graph import ROLLOUT_FIELDS
 from rlgen.codegen.lower.fragments import class_name
 from rlgen.codegen.passes import fragment_name
@@ -34,7 +35,7 @@ TEMPLATE_NAMES = frozenset(
         "annotations", "Sequence", "np", "tf", "comm", "p2p", "METRICS",
         "RunConfig", "Session", "run_rank", "replica_seed",
         "ActionSpec", "Policy", "Value", "QNetwork", "Exploration", "build_network", "compiled",
-        "PPOConfig", "PPOLearner", "DQNConfig", "DQNLearner", "RolloutBuffer", "GraphRolloutBuffer",
+        "SquashedGaussianActor", "DeterministicActor", "RolloutBuffer", "GraphRolloutBuffer",
         "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
         # functions, parameters and locals of the rank entry (main.py)
@@ -47,6 +48,8 @@ TEMPLATE_NAMES = frozenset(
         # dunders read by generated code
         "__init__", "__doc__", "__name__",
     }
+    # what each algorithm's part (rlgen/algorithms/<kind>/fragment.j2) imports
+    | {name for algo in ALGORITHMS.values() for name in algo.names}
 )  # fmt: skip
 
 #: Attributes and methods every fragment object has besides its components, networks and
@@ -92,6 +95,8 @@ DEPENDENCY_MODULES = frozenset(
         "typing_extensions", "packaging", "setuptools", "pkg_resources", "pip", "wheel", "clang",
         "cloudpickle", "psutil", "farama_notifications", "pil", "pytest", "pluggy", "iniconfig",
     }
+    # what each algorithm's part (rlgen/algorithms/<kind>/fragment.j2) imports
+    | {name for algo in ALGORITHMS.values() for name in algo.names}
 )  # fmt: skip
 
 

@@ -46,6 +46,10 @@ COMPUTE_KINDS = frozenset({"policy", "value", "qvalue", *ALGORITHMS})
 COMPONENT_REFS: dict[str, dict[str, frozenset[str]]] = {
     kind: {ref.field: ref.kinds for ref in algo.refs} for kind, algo in ALGORITHMS.items()
 }
+#: Fields of a learner that name a network it builds itself (e.g. SAC's critics).
+NETWORK_REFS: dict[str, tuple[str, ...]] = {
+    kind: tuple(ref.field for ref in algo.networks) for kind, algo in ALGORITHMS.items() if algo.networks
+}
 #: Buffers that a learner can be updated from.
 LEARNER_BUFFERS = {kind: algo.buffer for kind, algo in ALGORITHMS.items() if algo.buffer}
 #: Buffer fields that an on-policy learner needs to have been inserted.

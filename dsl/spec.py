@@ -471,5 +471,12 @@ def _resolved(spec: Spec) -> dict[str, Any]:
         "loop": loop,
         "partitions": partitions,
         "deploy": _plain(spec.deploy),
-        "train": _plain(spec.train),
+        "train": _train_dict(spec.train),
     }
+
+
+def _train_dict(train: Train) -> dict[str, Any]:
+    out = _plain(train)
+    if train.stop.mean_return is None:  # no stop condition: its window means nothing (the schema refuses it)
+        del out["stop"]
+    return out

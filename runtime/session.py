@@ -522,7 +522,9 @@ class Session:
         signal.signal(signal.SIGINT, self._previous_sigint)
         done = {"stop_reason": self.stop_reason, "iteration": self.iteration}
         if self._module is not None and hasattr(self._module, "weights"):
-            done["weights_sha256"] = weights_digest(self._module.weights())
+            # every trainable variable, a learner's own networks included (e.g. SAC's critics, which
+            # are not exchanged: replicas start them equal from the run's seed)
+            done["weights_sha256"] = weights_digest(self._module.trainable_variables)
         (self.run_dir / "ranks" / f"{self.rank}.done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
             if self.lifeline is not None:

@@ -52,6 +52,15 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("ppo-pendulum", "pipelined-inference", 3),
     ("ppo-pendulum", "multi-learner", 2),
     ("ppo-pendulum", "async-actors", 3),
+    ("sac-pendulum", "single", 1),
+    ("sac-pendulum", "actors-learner", 2),
+    ("sac-pendulum", "central-inference", 2),
+    # the Pendulum off-policy examples have 1 env, as dqn-cartpole
+    ("sac-pendulum", "async-actors", 2),
+    ("td3-pendulum", "single", 1),
+    ("td3-pendulum", "actors-learner", 2),
+    ("td3-pendulum", "central-inference", 2),
+    ("td3-pendulum", "async-actors", 2),
 )
 
 CASES = [(ROOT / "examples" / f"{name}.rl.yaml", policy, workers) for name, policy, workers in CASE_LIST]

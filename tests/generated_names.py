@@ -11,6 +11,7 @@ import tokenize
 
 from rlgen.codegen.names import GENERATED_NAMES, _role_names
 from rlgen.dsl.calls import parse_call
+from rlgen.dsl.catalog import COMPONENT_REFS, NETWORK_REFS
 from rlgen.dsl.spec import Spec
 
 _FRESH = re.compile(r"_\d+$")  # `t_2`, `buffer_rows_3`: views._fresh's way around a taken name
@@ -131,6 +132,11 @@ def shadowed(files: dict[str, str]) -> dict[str, set[str]]:
 
 
 # --- alpha-renaming: a collision check that does not trust any list ---------------------------
+def _references(kind: str) -> tuple[str, ...]:
+    """The fields of a component of this kind that name a network or another component."""
+    return ("network", *COMPONENT_REFS.get(kind, ()), *NETWORK_REFS.get(kind, ()))
+
+
 def renamed(data: dict, spec: Spec) -> dict:
     """The spec's document with every name it defines renamed to ``qx<name>xq`` (a name no
     template can use): networks, components, blocks, values, partitions and their uses."""
@@ -157,7 +163,7 @@ def renamed(data: dict, spec: Spec) -> dict:
     out = dict(data)
     out["networks"] = {ren(k): v for k, v in data.get("networks", {}).items()}
     out["components"] = {
-        ren(k): {f: ren(v) if f in ("network", "policy", "value", "q") else v for f, v in c.items()}
+        ren(k): {f: ren(v) if f in _references(c["kind"]) else v for f, v in c.items()}
         for k, c in data["components"].items()
     }
     out["loop"] = {ren(k): block(v) for k, v in data["loop"].items()}

@@ -68,3 +68,12 @@ def test_the_homes_import_without_tensorflow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_wheel_ships_every_home() -> None:
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(SCHEMA.parent.parent / "setup.cfg")
+    packages = cfg["options"]["packages"].split()
+    assert {f"rlgen.algorithms.{kind}" for kind in ALGORITHMS} <= set(packages), "list the home in setup.cfg"

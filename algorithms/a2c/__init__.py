@@ -36,5 +36,6 @@ ALGORITHM = Algorithm(
     needs_inserted=("value",),
     in_graph=True,
     seeded=True,
+    names=("A2CConfig", "A2CLearner"),
     example={"kind": "a2c", "policy": "actor", "value": "critic", "ent_coef": 0.0},
 )

@@ -30,5 +30,6 @@ ALGORITHM = Algorithm(
     acts="q",
     acts_through_policy=True,
     discrete_actions=True,
+    names=("DQNConfig", "DQNLearner"),
     example={"kind": "dqn", "q": "q", "lr": 0.0023},
 )

@@ -97,6 +97,12 @@ class DQNLearner(tf.Module):
         self._sync = flat_caller(self.sync_fn)
         self._sync()  # the copy starts equal to the online network (also for a given ``target``)
 
+    def replicated_variables(self) -> list[tf.Variable]:
+        """The learner's state every replica must hold equal (its networks, targets and
+        optimizer state; not its random streams): rank 0 broadcasts it at the start, so that
+        a resumed multi-learner run continues from rank 0's checkpoint on every rank."""
+        return [*self.optimizer.variables, *self._target_vars]
+
     # --- host API -----------------------------------------------------------------
 
     def update(self, batches: Transitions | Sequence[np.ndarray], progress: float = 0.0) -> dict[str, float]:

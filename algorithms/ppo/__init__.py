@@ -48,6 +48,7 @@ ALGORITHM = Algorithm(
     needs_inserted=("logp", "value"),
     in_graph=True,
     seeded=True,
+    names=("PPOConfig", "PPOLearner"),
     example={
         "kind": "ppo",
         "policy": "actor",

@@ -149,6 +149,12 @@ class PPOLearner(tf.Module):
         self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
         self._call = flat_caller(self.update_fn)
 
+    def replicated_variables(self) -> list[tf.Variable]:
+        """The learner's state every replica must hold equal (its networks, targets and
+        optimizer state; not its random streams): rank 0 broadcasts it at the start, so that
+        a resumed multi-learner run continues from rank 0's checkpoint on every rank."""
+        return list(self.optimizer.variables)
+
     def update(self, rollout: RolloutBuffer | Rollout, last_obs: np.ndarray, progress: float = 0.0) -> dict[str, float]:
         """Learn from a full rollout; ``last_obs[B, ...]`` follows its last step and
         ``progress`` in [0, 1] drives the schedules. Returns mean metrics over all

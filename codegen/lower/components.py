@@ -53,6 +53,7 @@ class KindContext:
     def __init__(self, fdg: FDG, ctx: Context, frag: Fragment) -> None:
         self.fdg, self.ctx, self.frag = fdg, ctx, frag
         self.plain = resolved(ctx.spec)["components"]
+        self.plain_networks = resolved(ctx.spec)["networks"]
         self.buffer_len = {e.name: e.parts[0].shape[0] for e in fdg.graph.edges if e.type == "buffer"}
         self.learners = ctx.policy.learner_workers(fdg.workers) if fdg.cut == "gradients" else 1
         self.reduce = any(t.op == "allreduce" and t.src == frag.name for t in fdg.transfers)
@@ -60,7 +61,10 @@ class KindContext:
 
 def _policy(k: KindContext, name: str) -> dict[str, Any]:
     comp = k.ctx.spec.components[name]
-    return {"distribution": comp.get("distribution"), "log_std_init": float(comp.get("log_std_init"))}
+    options = {"distribution": comp.get("distribution"), "log_std_init": float(comp.get("log_std_init"))}
+    if comp.get("distribution") == "deterministic":
+        options["noise_std"] = float(comp.get("noise_std", 0.1))
+    return options
 
 
 def _qvalue(k: KindContext, name: str) -> dict[str, Any]:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rlgen.dsl.catalog import COMPONENT_REFS, LEARNER_BUFFERS, LEARNER_KINDS, LEARNER_NEEDS_INSERTED, RESERVED_NAMES
+from rlgen.algorithms import ALGORITHMS
+from rlgen.dsl.catalog import (
+    COMPONENT_REFS,
+    LEARNER_BUFFERS,
+    LEARNER_KINDS,
+    LEARNER_NEEDS_INSERTED,
+    NETWORK_REFS,
+    RESERVED_NAMES,
+)
 from rlgen.dsl.checks import Context, Finding, check, error, warning
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
 
@@ -41,7 +49,7 @@ def reserved_names(ctx: Context) -> Iterator[Finding]:
 
 @check
 def network_references(ctx: Context) -> Iterator[Finding]:
-    """Every ``network:`` names a defined network.
+    """Every ``network:`` (and a learner's own networks, e.g. SAC's ``critic:``) names a defined network.
 
     ```yaml
     networks: {pi: {kind: mlp}}
@@ -50,14 +58,15 @@ def network_references(ctx: Context) -> Iterator[Finding]:
     ```
     """
     for name, comp in ctx.spec.components.items():
-        net = comp.get("network")
-        if net is not None and net not in ctx.spec.networks:
-            yield error(
-                "E301",
-                ("components", name, "network"),
-                f"network '{net}' is not defined{did_you_mean(net, ctx.spec.networks)}",
-                f"define it under `networks:` (defined: {quote_list(ctx.spec.networks) or 'none'})",
-            )
+        for key in ("network", *NETWORK_REFS.get(comp.kind, ())):
+            net = comp.get(key)
+            if net is not None and net not in ctx.spec.networks:
+                yield error(
+                    "E301",
+                    ("components", name, key),
+                    f"network '{net}' is not defined{did_you_mean(net, ctx.spec.networks)}",
+                    f"define it under `networks:` (defined: {quote_list(ctx.spec.networks) or 'none'})",
+                )
 
 
 @check
@@ -66,6 +75,7 @@ def component_references(ctx: Context) -> Iterator[Finding]:
 
     ```yaml
     learner: {kind: ppo, policy: critic, value: critic}   # E302: critic is a value, not a policy
+    learner: {kind: sac, actor: actor, critic: q}        # E315: unless actor is a squashed_gaussian policy
     ```
     """
     comps = ctx.spec.components
@@ -95,6 +105,19 @@ def component_references(ctx: Context) -> Iterator[Finding]:
                     f"'{ref}' is a {comps[ref].kind} component; `{key}` needs a {' or '.join(sorted(kinds))}",
                     "point it at the right component",
                 )
+            elif (want := _actor_distribution(comp.kind, key)) and comps[ref].get("distribution") != want:
+                yield error(
+                    "E315",
+                    path,
+                    f"{comp.kind} trains a {want} policy; '{ref}' has distribution {comps[ref].get('distribution')}",
+                    f"set `distribution: {want}` on component '{ref}'",
+                )
+
+
+def _actor_distribution(kind: str, key: str) -> str | None:
+    """The distribution a learner kind needs of the policy it names by ``key`` (if any)."""
+    algo = ALGORITHMS.get(kind)
+    return algo.actor_distribution if algo is not None and algo.acts == key else None
 
 
 @check
@@ -106,7 +129,7 @@ def unused_names(ctx: Context) -> Iterator[Finding]:
     ```
     """
     spec = ctx.spec
-    used_nets = {c.get("network") for c in spec.components.values()}
+    used_nets = {c.get(key) for c in spec.components.values() for key in ("network", *NETWORK_REFS.get(c.kind, ()))}
     for name in spec.networks:
         if name not in used_nets:
             yield warning(

@@ -9,6 +9,7 @@ from rlgen.dsl.catalog import TF_ENVS
 from rlgen.dsl.checks import Context, Finding, check, error
 from rlgen.dsl.diagnostics import quote_list
 
+CONTINUOUS_DISTRIBUTIONS = ("gaussian", "squashed_gaussian", "deterministic")
 CONTINUOUS_LEARNERS = [kind for kind, algo in ALGORITHMS.items() if not algo.discrete_actions]
 
 
@@ -77,11 +78,11 @@ def action_space_fit(ctx: Context) -> Iterator[Finding]:
                     f"a categorical policy needs discrete actions; {env_name} has {action.describe()}",
                     "use `distribution: gaussian` (or `auto`)",
                 )
-            if dist == "gaussian" and action.kind != "box":
+            if dist in CONTINUOUS_DISTRIBUTIONS and action.kind != "box":
                 yield error(
                     "E402",
                     ("components", name, "distribution"),
-                    f"a gaussian policy needs continuous actions; {env_name} has {action.describe()}",
+                    f"a {dist} policy needs continuous actions; {env_name} has {action.describe()}",
                     "use `distribution: categorical` (or `auto`)",
                 )
             if action.kind == "box" and len(action.shape) != 1:
@@ -98,4 +99,27 @@ def action_space_fit(ctx: Context) -> Iterator[Finding]:
                 ("components", name, "kind"),
                 f"{comp.kind} needs a discrete action space; {env_name} has {action.describe()}",
                 f"use a learner for continuous actions ({quote_list(CONTINUOUS_LEARNERS)})",
+            )
+
+
+@check
+def policy_outputs(ctx: Context) -> Iterator[Finding]:
+    """Only categorical and gaussian policies give a log-probability with their action.
+
+    ```yaml
+    components: {actor: {kind: policy, network: pi, distribution: squashed_gaussian}}
+    loop: {collect: {do: [actor.act(obs) -> action, logp, ...]}}   # E406: no logp
+    ```
+    """
+    for info in ctx.flow.calls:
+        comp = ctx.spec.components.get(info.call.call.component)
+        if comp is None or comp.kind != "policy" or len(info.call.call.outputs) < 2:
+            continue
+        dist = comp.get("distribution", "auto")
+        if dist in ("squashed_gaussian", "deterministic"):
+            yield error(
+                "E406",
+                info.call.path,
+                f"a {dist} policy's act(obs) gives only the action, not a log-probability",
+                f"write `{info.call.call.component}.act(obs) -> action` (its learner computes what it needs)",
             )

@@ -59,7 +59,7 @@ def run_worker(session: Session, rank: int) -> None:
     session.attach(
         worker,
         policy=worker.actor,
-        sync=worker.learner.optimizer.variables,
+        sync=worker.learner.replicated_variables(),
     )
     worker.sync_weights()  # initial weights from rank 0
     clock = session.clock
