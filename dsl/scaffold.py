@@ -1,7 +1,8 @@
-"""``rlgen init NAME --algo ppo|a2c|dqn --env ENV_ID``: a commented starting spec for an env.
+"""``rlgen init NAME --algo ppo|a2c|dqn|sac|td3 --env ENV_ID``: a commented starting spec for an env.
 
 The env's spaces decide what the spec can say: a categorical policy for ``Discrete``
-actions, a Gaussian one for ``Box`` actions, and DQN only for ``Discrete`` actions. Where
+actions, a Gaussian one for ``Box`` actions, DQN only for ``Discrete`` actions, SAC and
+TD3 only for ``Box`` actions. Where
 the RL Baselines3 Zoo tunes the algorithm for the env (``hyperparams/<algo>.yml``), its
 settings are written with a ``Zoo`` comment; everything else is Stable-Baselines3's
 default, and the file says so. The stop target is the env's registered
@@ -13,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-ALGOS = ("ppo", "a2c", "dqn")
+ALGOS = ("ppo", "a2c", "dqn", "sac", "td3")
+#: Algorithms for one kind of action space only.
+DISCRETE_ONLY, BOX_ONLY = ("dqn",), ("sac", "td3")
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class Settings:
     """What the template writes; ``zoo`` names the settings the Zoo tuned (their comments)."""
 
     num_envs: int
-    steps: int  # PPO/A2C: rollout length; DQN: env steps per collection (train_freq)
+    steps: int  # PPO/A2C: rollout length; DQN/SAC/TD3: env steps per collection (train_freq)
     total_steps: int
     gamma: float = 0.99
     lr: Any = 3.0e-4
@@ -40,6 +43,8 @@ class Settings:
     target_every: int = 10_000  # env steps between target network copies
     eps_final: float = 0.05
     eps_fraction: float = 0.1
+    # TD3
+    noise_std: float = 0.1
     zoo: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -48,6 +53,8 @@ DEFAULTS = {
     "ppo": Settings(num_envs=8, steps=2048, total_steps=1_000_000),
     "a2c": Settings(num_envs=8, steps=5, total_steps=1_000_000, lr=7.0e-4, gae_lambda=1.0),
     "dqn": Settings(num_envs=1, steps=4, total_steps=1_000_000, lr=1.0e-4),
+    "sac": Settings(num_envs=1, steps=1, total_steps=1_000_000, hidden=(256, 256), batch_size=256),
+    "td3": Settings(num_envs=1, steps=1, total_steps=1_000_000, lr=1.0e-3, hidden=(400, 300), batch_size=256),
 }
 
 
@@ -75,6 +82,13 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
         steps=4, total_steps=100_000, lr=6.3e-4, hidden=(256, 256), capacity=50_000, batch_size=128,
         gradient_steps=4, learning_starts=0, target_every=250, eps_final=0.1, eps_fraction=0.12,
     ),
+    ("sac", "Pendulum-v1"): dict(total_steps=20_000, lr=1.0e-3),
+    ("sac", "HalfCheetah-v5"): dict(learning_starts=10_000),
+    ("td3", "Pendulum-v1"): dict(  # train_freq [1, episode], gradient_steps -1: a 200-step episode, 200 steps
+        steps=200, gradient_steps=200, total_steps=20_000, gamma=0.98, capacity=200_000, learning_starts=10_000,
+        lr=1.0e-3, hidden=(400, 300), noise_std=0.1,
+    ),
+    ("td3", "HalfCheetah-v5"): dict(learning_starts=10_000, lr=1.0e-3, hidden=(400, 300), noise_std=0.1),
 }  # fmt: skip
 
 
@@ -123,8 +137,12 @@ def render(name: str, algo: str, env_id: str) -> str:
     if algo not in ALGOS:
         raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
     facts = env_facts(env_id)
-    if algo == "dqn" and not facts.discrete:
-        raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo or a2c")
+    if algo in DISCRETE_ONLY and not facts.discrete:
+        raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo, a2c, sac or td3")
+    if algo in BOX_ONLY and facts.discrete:
+        raise ScaffoldError(
+            f"{algo.upper()} needs Box actions; '{env_id}' has Discrete actions: use --algo ppo, a2c or dqn"
+        )
     s = settings_for(algo, env_id)
     jinja = environment()  # the templates' own (generated code's filters included)
     jinja.filters["flow"] = _flow
@@ -137,6 +155,7 @@ def render(name: str, algo: str, env_id: str) -> str:
         zoo=lambda key: "Zoo" if key in s.zoo else "SB3 default",
         minibatch=min(s.minibatch, per_iteration),
         total_steps=-(-s.total_steps // per_iteration) * per_iteration,  # whole iterations, as SB3 runs
+        learning_starts=-(-s.learning_starts // per_iteration),  # iterations
     )
 
 

@@ -22,7 +22,9 @@ def rlgen(*args, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     ("algo", "env"),
-    sorted(ZOO) + [("ppo", "MountainCarContinuous-v0"), ("a2c", "Pendulum-v1"), ("dqn", "MountainCar-v0")],
+    sorted(ZOO)
+    + [("ppo", "MountainCarContinuous-v0"), ("a2c", "Pendulum-v1"), ("dqn", "MountainCar-v0")]
+    + [("sac", "MountainCarContinuous-v0"), ("td3", "MountainCarContinuous-v0")],
 )
 def test_every_algorithm_and_env_it_knows_or_not_gives_a_valid_spec(algo, env):
     text = render(f"{algo}-test", algo, env)
@@ -53,6 +55,8 @@ def test_the_command_writes_only_what_validates(tmp_path):
     assert r.returncode == 1 and "not written" in r.stderr and not (tmp_path / "Bad Name.rl.yaml").exists()
     r = rlgen("init", "q", "--algo", "dqn", "--env", "Pendulum-v1", cwd=tmp_path)
     assert r.returncode == 2 and "Discrete" in r.stderr and "Traceback" not in r.stderr
+    r = rlgen("init", "q", "--algo", "sac", "--env", "CartPole-v1", cwd=tmp_path)
+    assert r.returncode == 2 and "needs Box actions" in r.stderr and "Traceback" not in r.stderr
     r = rlgen("init", "q", "--env", "NoSuchEnv-v9", cwd=tmp_path)
     assert r.returncode == 2 and "NoSuchEnv-v9" in r.stderr and "Traceback" not in r.stderr
 
@@ -69,7 +73,7 @@ def test_mujoco_envs_are_made_without_warnings_or_a_log_file(tmp_path):
 
 
 @pytest.mark.skipif(not HOROVOD, reason="the full install (scripts/setup.sh)")
-@pytest.mark.parametrize(("algo", "env"), [("ppo", "Pendulum-v1"), ("dqn", "CartPole-v1")])
+@pytest.mark.parametrize(("algo", "env"), [("ppo", "Pendulum-v1"), ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")])
 def test_a_written_spec_trains_as_written(tmp_path, algo, env):
     assert rlgen("init", "agent", "--algo", algo, "--env", env, cwd=tmp_path).returncode == 0
     r = rlgen("run", "agent.rl.yaml", "--iterations", 3, "--quiet", "--run-dir", "run", cwd=tmp_path)
