@@ -24,7 +24,10 @@ steps in all (rounded up to a multiple of N).
 * SB3: ``SAC("MlpPolicy", ...)`` with the same settings, device cpu, run by
   ``--sb3-python`` (a virtualenv with torch and stable-baselines3 2.9.2, the ``bench``
   extra) in a fresh process. Torch threads: left at torch's default (what an SB3 user
-  gets; the figure is printed) unless ``--sb3-threads`` says otherwise. A callback
+  gets; the figure is printed) unless ``--sb3-threads`` says otherwise (on a busy
+  machine torch's default of one thread per core can be ten times slower per gradient
+  step than one thread: OpenMP workers wait on each other; compare with
+  ``--sb3-threads 1``, which matches rlgen's one intra-op thread). A callback
   measures the same span: from the end of the first ``train()`` call to the end of
   training; ``train()`` is timed on its own, so the rest is collection (acting,
   env stepping, storing).
@@ -241,7 +244,7 @@ def run_rlgen(
 
 
 def run_sb3(
-    python: str, threads: int, train_freq: int, total: int, learning_starts: int, seed: int, timeout: float
+    tmp: Path, python: str, threads: int, train_freq: int, total: int, learning_starts: int, seed: int, timeout: float
 ) -> dict[str, Any]:
     cfg = {
         "train_freq": train_freq,
@@ -254,7 +257,7 @@ def run_sb3(
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
-            [python, "-c", SB3_SCRIPT, json.dumps(cfg)], capture_output=True, text=True, timeout=timeout
+            [python, "-c", SB3_SCRIPT, json.dumps(cfg)], capture_output=True, text=True, timeout=timeout, cwd=tmp
         )
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
@@ -324,7 +327,16 @@ def main() -> None:
                     + f"; {load()}",
                     flush=True,
                 )
-                s = run_sb3(args.sb3_python, args.sb3_threads, n, total, args.learning_starts, args.seed, args.timeout)
+                s = run_sb3(
+                    Path(tmp),
+                    args.sb3_python,
+                    args.sb3_threads,
+                    n,
+                    total,
+                    args.learning_starts,
+                    args.seed,
+                    args.timeout,
+                )
                 runs[n]["sb3"].append(s)
                 print(
                     f"  N={n} repeat {rep}: SB3   {fmt(s.get('steps_per_s'))} steps/s"

@@ -105,6 +105,12 @@ class _ContinuousActor(tf.Module):
         """``[-1, 1]`` -> env units."""
         return unscale_action(scaled, self.low, self.high)
 
+    def _or_random(self, action: tf.Tensor, random: tf.Tensor | None) -> tf.Tensor:
+        """``action``, or uniform random actions of its shape where ``random`` holds."""
+        if random is None:
+            return action
+        return tf.where(tf.cast(random, tf.bool), self.random(tf.shape(action)[0]), action)
+
     def random(self, batch: int | tf.Tensor) -> tf.Tensor:
         """``[batch, dim]`` actions uniform over the action box, env units (warm-up before learning)."""
         u = self.generator.uniform(tf.stack([tf.cast(batch, tf.int32), self.action_dim]), -1.0, 1.0)
@@ -157,12 +163,13 @@ class SquashedGaussianActor(_ContinuousActor):
         logp = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - HALF_LOG_2PI - tanh_log_det(u), axis=-1)
         return tf.tanh(u), logp
 
-    def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor]:
+    def act(self, obs: tf.Tensor, deterministic: bool = False, random: tf.Tensor | None = None) -> tuple[tf.Tensor]:
         """``(actions [B, dim],)`` in env units, as a policy's ``act`` gives them (without a
-        log-probability); ``deterministic`` (trace-time flag) takes ``tanh(mean)``."""
+        log-probability); ``deterministic`` (trace-time flag) takes ``tanh(mean)``; where
+        ``random`` (a boolean tensor) holds, uniform random actions instead (the warm-up)."""
         if deterministic:
             return (self.unscale(tf.tanh(self.gaussian(obs)[0])),)
-        return (self.unscale(self.sample(obs)[0]),)
+        return (self._or_random(self.unscale(self.sample(obs)[0]), random),)
 
 
 class DeterministicActor(_ContinuousActor):
@@ -190,12 +197,15 @@ class DeterministicActor(_ContinuousActor):
         """The deterministic action ``[B, dim]`` in scaled units."""
         return tf.tanh(self.network(obs))
 
-    def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor]:
-        """``(actions [B, dim],)`` in env units; noisy unless ``deterministic`` (trace-time flag)."""
+    def act(self, obs: tf.Tensor, deterministic: bool = False, random: tf.Tensor | None = None) -> tuple[tf.Tensor]:
+        """``(actions [B, dim],)`` in env units; noisy unless ``deterministic`` (trace-time flag);
+        uniform random where ``random`` (a boolean tensor) holds (the warm-up)."""
         a = self.mu(obs)
-        if not deterministic and self.noise_std > 0.0:
+        if deterministic:
+            return (self.unscale(a),)
+        if self.noise_std > 0.0:
             a = tf.clip_by_value(a + self.noise_std * self.generator.normal(tf.shape(a)), -1.0, 1.0)
-        return (self.unscale(a),)
+        return (self._or_random(self.unscale(a), random),)
 
 
 class QCritic(tf.Module):

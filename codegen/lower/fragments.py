@@ -103,6 +103,17 @@ def _carried(fdg: FDG, frag: Fragment) -> tuple[TensorPlan, ...]:
     )
 
 
+def follows_progress(ctx: Context, component: str, method: str) -> bool:
+    """Does a call need training progress: a learner's update (its schedules), ε-greedy
+    acting, or a policy that acts at random for its first ``random_steps`` env steps?"""
+    if component == "env":
+        return False
+    comp = ctx.spec.components[component]
+    if comp.kind in ALGORITHMS:
+        return method == "update"
+    return comp.kind == "qvalue" or (comp.kind == "policy" and bool(comp.get("random_steps")))
+
+
 def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
     graph = fdg.graph
     node = graph.node(node_id)
@@ -113,6 +124,11 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
         options["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
     if kind == "qvalue":
         options["exploration"] = resolved(ctx.spec)["components"][node.component]["exploration"]
+    if kind == "policy" and ctx.spec.components[node.component].get("random_steps"):
+        # progress is iterations done / iterations: random in the iterations before random_steps env steps
+        options["random_until"] = int(ctx.spec.components[node.component].get("random_steps")) / max(
+            1, ctx.spec.train.total_steps
+        )
     if kind == "replay" and node.method == "sample":
         options["batches"] = gradient_steps(fdg, node.block)
         options["batch_size"] = int(ctx.spec.components[node.component].get("batch_size"))
@@ -138,7 +154,7 @@ def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step, ahead: frozenset[s
         else:
             signature.append(tensor(edge.parts[0].with_batch(batch)))
     calls = [_call(fdg, ctx, n, step.block) for n in step.nodes]
-    if any((c.kind in ALGORITHMS and c.method == "update") or c.kind == "qvalue" for c in calls):
+    if any(follows_progress(ctx, c.component, c.method) for c in calls):
         signature.append(TensorPlan("progress", "float32", ()))
     blocks: tuple[LoopBlockPlan, ...] = ()
     if step.kind == "loop":

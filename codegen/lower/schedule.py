@@ -7,7 +7,7 @@ import dataclasses
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
-from rlgen.codegen.lower.fragments import class_name, gradient_steps, steps_per_iteration
+from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, Op, RolePlan, RunPlan
 
@@ -45,7 +45,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         for node in (n for n in graph.nodes if n.block == block.name):
             if node.id in step_at:
                 frag, step = step_at[node.id]
-                ops.append(_step_op(fdg, frag, step, received))
+                ops.append(_step_op(fdg, ctx, frag, step, received))
             ops += ops_at.get(node.id, [])
         k = gradient_steps(fdg, block.name)
         blocks.append(
@@ -77,7 +77,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
                 after=0,
                 path="$.loop",
                 note=f"blocks {names_of} as one compiled graph",
-                ops=(_step_op(fdg, frag, loop_step, received),),
+                ops=(_step_op(fdg, ctx, frag, loop_step, received),),
                 carry=(),
                 after_ops=(),
                 init=False,
@@ -173,7 +173,7 @@ def _metrics_of(fdg: FDG, frag: Fragment) -> str | None:
     return None
 
 
-def _step_op(fdg: FDG, frag: Fragment, step: Step, received: set[str]) -> Op:
+def _step_op(fdg: FDG, ctx: Context, frag: Fragment, step: Step, received: set[str]) -> Op:
     args = []
     for value in step.inputs:
         edge = fdg.graph.edge(value)
@@ -183,8 +183,8 @@ def _step_op(fdg: FDG, frag: Fragment, step: Step, received: set[str]) -> Op:
             args.append(ArgPlan("rollout", value, frag.name))
         else:
             args.append(ArgPlan("name", value))
-    acts = any(fdg.graph.node(n).kind == "qvalue" for n in step.nodes)  # ε follows training progress
-    if (acts or any(fdg.graph.node(n).method == "update" for n in step.nodes)) and step.kind in ("compute", "loop"):
+    nodes = [fdg.graph.node(n) for n in step.nodes]
+    if any(follows_progress(ctx, n.component, n.method) for n in nodes) and step.kind in ("compute", "loop"):
         args.append(ArgPlan("name", "progress"))
     return Op("step", frag.name, method=step.name, args=tuple(args), outputs=tuple(step.outputs), lap=_lap(fdg, step))
 

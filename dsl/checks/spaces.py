@@ -104,13 +104,26 @@ def action_space_fit(ctx: Context) -> Iterator[Finding]:
 
 @check
 def policy_outputs(ctx: Context) -> Iterator[Finding]:
-    """Only categorical and gaussian policies give a log-probability with their action.
+    """Only categorical and gaussian policies give a log-probability with their action, and
+    only squashed_gaussian and deterministic ones act at random first (their log-probability
+    would not describe random actions).
 
     ```yaml
     components: {actor: {kind: policy, network: pi, distribution: squashed_gaussian}}
     loop: {collect: {do: [actor.act(obs) -> action, logp, ...]}}   # E406: no logp
+    components: {actor: {kind: policy, network: pi, random_steps: 100}}   # E407: a gaussian policy
     ```
     """
+    for name, comp in ctx.spec.components.items():
+        dist = comp.get("distribution", "auto")
+        if comp.kind == "policy" and comp.get("random_steps") and dist not in ("squashed_gaussian", "deterministic"):
+            yield error(
+                "E407",
+                ("components", name, "random_steps"),
+                f"a {dist} policy cannot act at random first: its learner would read log-probabilities "
+                "of actions it did not take",
+                "use it with a squashed_gaussian or deterministic policy (sac, td3), or remove it",
+            )
     for info in ctx.flow.calls:
         comp = ctx.spec.components.get(info.call.call.component)
         if comp is None or comp.kind != "policy" or len(info.call.call.outputs) < 2:
