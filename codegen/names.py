@@ -53,6 +53,7 @@ TEMPLATE_NAMES = frozenset(
 #: steps (``tf.Module``'s own included): a component or network named so would replace one.
 ATTRIBUTE_NAMES = frozenset(
     {"env", "weights", "carried", "drain_episodes", "iteration", "weights_version", "behaviour_version", "dropped"}
+    | {"normalizer"}
     | {"name", "name_scope", "non_trainable_variables", "submodules", "trainable_variables", "variables"}
     | {"with_name_scope"}
 )

@@ -523,6 +523,8 @@ class Session:
         done = {"stop_reason": self.stop_reason, "iteration": self.iteration}
         if self._module is not None and hasattr(self._module, "weights"):
             done["weights_sha256"] = weights_digest(self._module.weights())
+        if getattr(self._module, "normalizer", None) is not None:  # must be equal on every rank
+            done["normalizer_sha256"] = weights_digest(self._module.normalizer.statistics())
         (self.run_dir / "ranks" / f"{self.rank}.done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
             if self.lifeline is not None:
