@@ -102,14 +102,7 @@ class Normalizer(tf.Module):
         if self.distributed:  # what this rank saw since the last sync
             self.obs_pending = RunningMeanStd(self.obs_shape, count=0.0, name="obs_pending")
             self.ret_pending = RunningMeanStd((), count=0.0, name="ret_pending")
-        obs_spec = tf.TensorSpec([None, *self.obs_shape], tf.float32)
-        flag = tf.TensorSpec([None], tf.bool)
-        self._reset_fn = tf.function(self.observe_reset, input_signature=[obs_spec], autograph=False)
-        self._step_fn = tf.function(
-            self.observe_step,
-            input_signature=[obs_spec, tf.TensorSpec([None], tf.float32), flag, flag],
-            autograph=False,
-        )
+        self._host: _HostState | None = None  # NumPy copies while the host steps the envs
 
     # --- in the graph ------------------------------------------------------------
     def normalize_obs(self, obs: tf.Tensor) -> tf.Tensor:
@@ -156,50 +149,73 @@ class Normalizer(tf.Module):
         return obs, reward, terminated, truncated
 
     # --- on the host ---------------------------------------------------------------
+    # A host env fragment steps in NumPy (a TensorFlow call per env step costs milliseconds on a
+    # loaded CPU); the variables get the NumPy statistics at every sync(), which the rank calls at
+    # the end of each iteration, before anything reads them (checkpoint, evaluation, export).
     def reset(self, obs: np.ndarray) -> np.ndarray:
-        """:meth:`observe_reset` of NumPy observations, one compiled call."""
-        return self._reset_fn(np.asarray(obs, np.float32)).numpy()
+        """First observations of every env (NumPy): counted, then normalised; returns start at 0.
+        Takes the statistics from the variables (restored from a checkpoint on resume)."""
+        host = self._host = _HostState(self)
+        host.returns[:] = 0.0
+        if self.norm_obs:
+            host.observe("obs", obs)
+        return self._normalize_obs_np(obs)
 
     def step(
         self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`observe_step` of a NumPy vector step, one compiled call."""
-        out = self._step_fn(
-            np.asarray(obs, np.float32),
-            np.asarray(reward, np.float32),
-            np.asarray(terminated, bool),
-            np.asarray(truncated, bool),
-        )
-        return out[0].numpy(), out[1].numpy()
+        """One vector step in NumPy: statistics updated, then ``(obs, reward)`` normalised."""
+        host = self._host
+        if host is None:
+            raise RuntimeError("Normalizer.step before reset")
+        if self.norm_obs:
+            host.observe("obs", obs)
+        reward = np.asarray(reward, np.float32)
+        if self.norm_reward:
+            host.returns = host.returns * self.gamma + reward
+            host.observe("ret", host.returns)
+            host.returns[np.logical_or(terminated, truncated)] = 0.0
+            ret_var = host.stats["ret"][2]
+            reward = np.clip(reward / np.sqrt(ret_var + self.epsilon), -self.clip_reward, self.clip_reward)
+        return self._normalize_obs_np(obs), reward.astype(np.float32)
+
+    def _normalize_obs_np(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, np.float32)
+        if not self.norm_obs:
+            return obs
+        _, mean, var = self._host.stats["obs"]
+        return np.clip((obs - mean) / np.sqrt(var + self.epsilon), -self.clip_obs, self.clip_obs).astype(np.float32)
 
     def sync(self) -> None:
-        """Multi-learner: merge every rank's pending statistics into the shared ones (one
-        allreduce of counts, sums and sums of squares), then clear them. Every rank calls it
-        at the same point of each iteration."""
-        if not self.distributed:
-            return
-        from . import comm
+        """At the end of each iteration, on every rank: under multi-learner, merge every rank's
+        pending statistics into the shared ones (one allreduce of counts, sums and sums of
+        squares) and clear them; then write the host's statistics into the variables."""
+        host = self._host
+        if self.distributed:
+            from . import comm
 
-        parts = []
-        for pending in (self.obs_pending, self.ret_pending):
-            n = pending.count.numpy()
-            mean, var = pending.mean.numpy().ravel(), pending.var.numpy().ravel()
-            parts.append(np.concatenate([[n], n * mean, n * (var + np.square(mean))]))
-        total = comm.allreduce_sum(np.concatenate(parts), name="normalize")
-        offset = 0
-        for rms, pending in ((self.obs_rms, self.obs_pending), (self.ret_rms, self.ret_pending)):
-            size = int(np.prod(rms.shape, dtype=np.int64))
-            n = total[offset]
-            s1 = total[offset + 1 : offset + 1 + size]
-            s2 = total[offset + 1 + size : offset + 1 + 2 * size]
-            offset += 1 + 2 * size
-            if n > 0:
-                mean = s1 / n
-                var = np.maximum(s2 / n - np.square(mean), 0.0)
-                rms.merge(
-                    tf.constant(n, F64), tf.constant(mean.reshape(rms.shape)), tf.constant(var.reshape(rms.shape))
-                )
-            pending.reset()
+            if host is None:  # the statistics live in the graph
+                host = _HostState(self)
+            parts = []
+            for key in ("obs", "ret"):
+                n, mean, var = host.pending[key]
+                mean, var = np.ravel(mean), np.ravel(var)
+                parts.append(np.concatenate([[n], n * mean, n * (var + np.square(mean))]))
+            total = comm.allreduce_sum(np.concatenate(parts), name="normalize")
+            offset = 0
+            for key, shape in (("obs", self.obs_shape), ("ret", ())):
+                size = int(np.prod(shape, dtype=np.int64))
+                n = float(total[offset])
+                s1 = total[offset + 1 : offset + 1 + size]
+                s2 = total[offset + 1 + size : offset + 1 + 2 * size]
+                offset += 1 + 2 * size
+                if n > 0:
+                    mean = s1 / n
+                    var = np.maximum(s2 / n - np.square(mean), 0.0)
+                    host.stats[key] = merge_moments(host.stats[key], (n, mean.reshape(shape), var.reshape(shape)))
+                host.pending[key] = (0.0, np.zeros(shape), np.zeros(shape))
+        if host is not None:
+            host.store(self)
 
     def statistics(self) -> list[tf.Variable]:
         """The shared statistics, in a fixed order (what every rank must hold equal)."""
@@ -222,3 +238,36 @@ class NormalizedPolicy(tf.Module):
 
     def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
         return self.policy.act(self.normalizer.normalize_obs(obs), deterministic)
+
+
+class _HostState:
+    """NumPy copies of a :class:`Normalizer`'s statistics (``(count, mean, var)`` per key:
+    ``obs`` and ``ret``), its pending ones under multi-learner, and the per-env returns."""
+
+    def __init__(self, norm: Normalizer) -> None:
+        def read(rms: RunningMeanStd) -> tuple[float, np.ndarray, np.ndarray]:
+            return float(rms.count.numpy()), rms.mean.numpy(), rms.var.numpy()
+
+        self.distributed = norm.distributed
+        self.stats = {"obs": read(norm.obs_rms), "ret": read(norm.ret_rms)}
+        self.pending = {"obs": read(norm.obs_pending), "ret": read(norm.ret_pending)} if norm.distributed else {}
+        self.returns = norm.returns.numpy().copy()
+
+    def observe(self, key: str, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float64)
+        batch = (float(x.shape[0]), x.mean(axis=0), x.var(axis=0))
+        target = self.pending if self.distributed else self.stats
+        target[key] = batch if target[key][0] == 0 else merge_moments(target[key], batch)
+
+    def store(self, norm: Normalizer) -> None:
+        def write(rms: RunningMeanStd, stats: tuple[float, np.ndarray, np.ndarray]) -> None:
+            rms.count.assign(stats[0])
+            rms.mean.assign(np.asarray(stats[1], np.float64))
+            rms.var.assign(np.asarray(stats[2], np.float64))
+
+        write(norm.obs_rms, self.stats["obs"])
+        write(norm.ret_rms, self.stats["ret"])
+        if self.distributed:
+            write(norm.obs_pending, self.pending["obs"])
+            write(norm.ret_pending, self.pending["ret"])
+        norm.returns.assign(self.returns)
