@@ -35,7 +35,7 @@ TEMPLATE_NAMES = frozenset(
         "RunConfig", "Session", "run_rank", "replica_seed",
         "ActionSpec", "Policy", "Value", "QNetwork", "Exploration", "build_network", "compiled",
         "PPOConfig", "PPOLearner", "DQNConfig", "DQNLearner", "RolloutBuffer", "GraphRolloutBuffer",
-        "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed",
+        "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed", "Normalizer",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
         # functions, parameters and locals of the rank entry (main.py)
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
