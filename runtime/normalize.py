@@ -56,6 +56,9 @@ class RunningMeanStd(tf.Module):
         self.var.assign(m2 / total)
         self.count.assign(total)
 
+    def variables_in_order(self) -> list[tf.Variable]:
+        return [self.count, self.mean, self.var]
+
     def reset(self) -> None:
         """Back to nothing seen (count 0): a pending accumulator after its merge."""
         self.count.assign(0.0)
@@ -218,8 +221,9 @@ class Normalizer(tf.Module):
             host.store(self)
 
     def statistics(self) -> list[tf.Variable]:
-        """The shared statistics, in a fixed order (what every rank must hold equal)."""
-        return [self.obs_rms.count, self.obs_rms.mean, self.obs_rms.var, self.ret_rms.count, self.ret_rms.var]
+        """The shared statistics (count, mean, var of observations, then of returns): what every
+        rank must hold equal, broadcast from rank 0 at the start."""
+        return [*self.obs_rms.variables_in_order(), *self.ret_rms.variables_in_order()]
 
     def wrap(self, policy: tf.Module) -> NormalizedPolicy:
         """The policy as evaluation and export see it: raw observations in."""

@@ -248,10 +248,11 @@ def checkpoint_statistics(run_dir: Path) -> dict[str, np.ndarray]:
     return {n.split("/")[2] + "/" + n.split("/")[3]: tf.train.load_variable(ckpt, n) for n in names}
 
 
-def test_single_run_checkpoints_the_statistics_and_exports_a_normalising_policy(tmp_path):
+@pytest.mark.parametrize("backend", ["gymnasium", "tensorflow"])  # host, or in the fused iteration's graph
+def test_single_run_checkpoints_the_statistics_and_exports_a_normalising_policy(tmp_path, backend):
     import tensorflow as tf
 
-    run_dir = run(tmp_path, spec_text(), "single")
+    run_dir = run(tmp_path, spec_text().replace("num_envs: 4,", f"num_envs: 4, backend: {backend},"), "single")
     stats = checkpoint_statistics(run_dir)
     # 4 envs: one reset and 2 x 32 steps each, after SB3's prior count of 1e-4
     assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
@@ -277,8 +278,8 @@ def test_reported_returns_stay_raw(tmp_path):
     """With observations raw and the same seed, the policy acts the same until its first update:
     the episodes of the first iteration must report the same (raw) returns with and without
     reward normalisation."""
-    plain = run(tmp_path, spec_text("false", repeat=256), "plain", iterations=1)
-    scaled = run(tmp_path, spec_text("{obs: false, reward: true}", repeat=256), "scaled", iterations=1)
+    plain = run(tmp_path, spec_text("false", repeat=208), "plain", iterations=1)
+    scaled = run(tmp_path, spec_text("{obs: false, reward: true}", repeat=208), "scaled", iterations=1)
     rows = [json.loads((d / "metrics.jsonl").read_text().splitlines()[0]) for d in (plain, scaled)]
     assert rows[0]["episodes"] == rows[1]["episodes"] == 4
     assert rows[1]["mean_return"] == rows[0]["mean_return"] < -500  # Pendulum's raw scale
