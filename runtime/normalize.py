@@ -11,12 +11,13 @@ and the exported policy applies them.
 
 Where statistics are updated: in the compute graph for an in-graph env (the fused iteration
 calls :meth:`Normalizer.observe_reset` / :meth:`Normalizer.observe_step`), or on the host by
-the env fragment (:meth:`Normalizer.reset` / :meth:`Normalizer.step`, one compiled call per
-vector step). Under ``multi-learner`` (``distributed=True``) each rank adds what its own envs
-see to a *pending* :class:`RunningMeanStd` and normalises with the shared statistics; once per
-iteration :meth:`Normalizer.sync` sums every rank's pending count, mean and M2 with one
-allreduce and merges the total into the shared statistics, so that every rank holds (and
-normalises with) the same numbers at all times.
+the env fragment (:meth:`Normalizer.reset` / :meth:`Normalizer.step`, in NumPy, written into
+the variables by :meth:`Normalizer.sync` at the end of every iteration). Under
+``multi-learner`` (``distributed=True``) each rank adds what its own envs see to a *pending*
+:class:`RunningMeanStd` and normalises with the shared statistics; once per iteration
+:meth:`Normalizer.sync` sums every rank's pending count, mean and M2 with one allreduce and
+merges the total into the shared statistics, so that every rank holds (and normalises with)
+the same numbers at all times.
 """
 
 from __future__ import annotations
