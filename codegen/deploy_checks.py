@@ -14,6 +14,9 @@ from rlgen.dsl.findings import Finding, error, warning
 from rlgen.dsl.spec import Spec
 
 _DEPLOY = ("deploy",)
+#: Policies whose ranks each hold their envs and the policy they act with, in one process, so
+#: that normalisation statistics live beside both (merged over ranks under multi-learner).
+NORMALIZE_POLICIES = ("single", "multi-learner")
 
 
 def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
@@ -79,6 +82,14 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"policy '{policy.name}' cuts the loop at a{'n' * (policy.cut[0] in 'ae')} "
             f"{policy.cut} partition, but `partitions:` declares none",
             f"add under `partitions:`  {_suggest_partition(spec, flow, policy.cut)}",
+        )
+    if spec.env.normalize is not None and policy.name not in NORMALIZE_POLICIES:
+        yield error(
+            "E607",
+            (*_DEPLOY, "policy"),
+            f"`env.normalize` runs under {quote_list(NORMALIZE_POLICIES)} for now, not '{policy.name}': "
+            "its envs and the policy it exports are not in one process, so their statistics would differ",
+            f"use {quote_list(NORMALIZE_POLICIES)}, or remove `normalize`",
         )
     env_workers = policy.env_workers(workers)
     if spec.env.num_envs % env_workers:

@@ -218,7 +218,11 @@ class FDG:
 def to_data(obj: Any) -> Any:
     """Plain JSON data of an IR object (dataclasses become objects, tuples lists)."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            f.name: to_data(getattr(obj, f.name))
+            for f in dataclasses.fields(obj)
+            if not (f.metadata.get("omit_none") and getattr(obj, f.name) is None)
+        }
     if isinstance(obj, tuple | list):
         return [to_data(v) for v in obj]
     return obj
@@ -245,7 +249,13 @@ def _from_data(data: Any, hint: Any) -> Any:
         return tuple(_from_data(v, a) for v, a in zip(data, args, strict=True))
     if dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
-        return hint(**{f.name: _from_data(data[f.name], hints[f.name]) for f in dataclasses.fields(hint)})
+        return hint(
+            **{
+                f.name: _from_data(data[f.name], hints[f.name])
+                for f in dataclasses.fields(hint)
+                if f.name in data or not f.metadata.get("omit_none")
+            }
+        )
     return data
 
 

@@ -36,7 +36,7 @@ TEMPLATE_NAMES = frozenset(
         "RunConfig", "Session", "run_rank", "replica_seed",
         "ActionSpec", "Policy", "Value", "QNetwork", "Exploration", "build_network", "compiled",
         "SquashedGaussianActor", "DeterministicActor", "RolloutBuffer", "GraphRolloutBuffer",
-        "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed",
+        "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed", "Normalizer",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
         # functions, parameters and locals of the rank entry (main.py)
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
@@ -56,6 +56,7 @@ TEMPLATE_NAMES = frozenset(
 #: steps (``tf.Module``'s own included): a component or network named so would replace one.
 ATTRIBUTE_NAMES = frozenset(
     {"env", "weights", "carried", "drain_episodes", "iteration", "weights_version", "behaviour_version", "dropped"}
+    | {"normalizer"}
     | {"name", "name_scope", "non_trainable_variables", "submodules", "trainable_variables", "variables"}
     | {"with_name_scope"}
 )

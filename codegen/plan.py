@@ -164,6 +164,38 @@ class EnvPlan:
     max_episode_steps: int | None
 
 
+#: Metadata of an optional field that plan.json leaves out while it is unset (None), so
+#: that builds without the feature keep their plan.json as it was.
+OPTIONAL = {"omit_none": True}
+
+
+@dataclass(frozen=True)
+class NormalizePlan:
+    """Observation and reward normalisation (``$.env.normalize``) in a fragment: the compute
+    fragment that ``holds`` the statistics (a ``Normalizer``; in-graph when it steps its env),
+    or the env fragment that applies the one it is given. ``distributed``: merged over ranks
+    once per iteration (multi-learner)."""
+
+    obs: bool
+    reward: bool
+    clip_obs: float
+    clip_reward: float
+    epsilon: float
+    gamma: float
+    distributed: bool = False
+    holds: bool = True
+
+
+@dataclass(frozen=True)
+class NormalizeRef:
+    """A role's normaliser: the fragment holding it, the env fragment that applies it (None:
+    the holder steps its env in-graph), and whether it is merged over ranks each iteration."""
+
+    holder: str
+    env: str | None = None
+    sync: bool = False
+
+
 @dataclass(frozen=True)
 class FragmentPlan:
     """One generated fragment module (a ``tf.Module`` for compute, a host class for envs)."""
@@ -191,6 +223,7 @@ class FragmentPlan:
     inputs: tuple[PortPlan, ...] = ()
     outputs: tuple[PortPlan, ...] = ()
     env_groups: int = 1  # an env fragment's envs in groups, stepped one group at a time
+    normalize: NormalizePlan | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:
@@ -293,6 +326,7 @@ class RolePlan:
     metrics_conditional: bool = False
     uses_progress: bool = False
     uses_iteration: bool = False
+    normalize: NormalizeRef | None = field(default=None, metadata=OPTIONAL)
 
 
 # --- the run -----------------------------------------------------------------------

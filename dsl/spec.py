@@ -60,6 +60,20 @@ class SpaceDecl:
 
 
 @dataclass(frozen=True)
+class Normalize:
+    """Observation and reward normalisation, as Stable-Baselines3's ``VecNormalize`` (the RL
+    Zoo's ``normalize: true``): running statistics, clipping, and the discount of the return
+    whose running std scales rewards (``gamma``: None takes the learner's)."""
+
+    obs: bool = True
+    reward: bool = True
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+    epsilon: float = 1.0e-8
+    gamma: float | None = None
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """The environment: a gymnasium id, an in-graph TF env, or a custom factory."""
 
@@ -71,6 +85,7 @@ class EnvSpec:
     max_episode_steps: int | None = None
     observation: SpaceDecl | None = None
     action: SpaceDecl | None = None
+    normalize: Normalize | None = None
 
 
 # --- networks -----------------------------------------------------------------
@@ -332,6 +347,16 @@ def _space(raw: dict[str, Any] | None) -> SpaceDecl | None:
     return SpaceDecl(raw.get("n"), tuple(shape) if shape is not None else None, raw.get("low"), raw.get("high"))
 
 
+def _normalize(raw: Any) -> Normalize | None:
+    """``normalize: true`` is every default; ``false`` or absent is none."""
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        return Normalize()
+    fields = {k: (float(v) if k.startswith(("clip", "eps")) else v) for k, v in raw.items()}
+    return Normalize(**fields)
+
+
 def build_spec(data: dict[str, Any]) -> Spec:
     """Build a :class:`Spec` from a document that passed the JSON Schema."""
     env_raw = data["env"]
@@ -345,6 +370,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         max_episode_steps=env_raw.get("max_episode_steps"),
         observation=_space(spaces.get("observation")),
         action=_space(spaces.get("action")),
+        normalize=_normalize(env_raw.get("normalize")),
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
@@ -391,6 +417,17 @@ def build_spec(data: dict[str, Any]) -> Spec:
     )
 
 
+def normalize_gamma(spec: Spec) -> float:
+    """The discount of reward normalisation: its own ``gamma``, else the first learner's, else 0.99."""
+    norm = spec.env.normalize
+    if norm is not None and norm.gamma is not None:
+        return float(norm.gamma)
+    for comp in spec.components.values():
+        if comp.kind in ALGORITHMS and comp.get("gamma") is not None:
+            return float(comp.get("gamma"))
+    return 0.99
+
+
 # --- resolved form ------------------------------------------------------------
 def _plain(value: Any) -> Any:
     if isinstance(value, LinearSchedule):
@@ -435,9 +472,11 @@ def resolved(spec: Spec) -> dict[str, Any]:
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action")}
+    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action", "normalize")}
     if spec.env.observation or spec.env.action:
         env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}
+    if spec.env.normalize is not None:  # the gamma it uses, resolved from the learner
+        env["normalize"] = {**_plain(spec.env.normalize), "gamma": normalize_gamma(spec)}
     networks = {}
     for name, net in spec.networks.items():
         d = _plain(net)

@@ -95,6 +95,14 @@ def broadcast_variables(variables: Sequence[Any], root_rank: int = 0) -> None:
     _hvd().broadcast_variables(list(variables), root_rank=root_rank)
 
 
+def allreduce_sum(x: np.ndarray, name: str = "sum") -> np.ndarray:
+    """Sum a NumPy array over all ranks (eagerly, every rank at the same point), in float64."""
+    import tensorflow as tf
+
+    hvd = _hvd()
+    return hvd.allreduce(tf.constant(np.asarray(x, np.float64)), op=hvd.Sum, name=name).numpy()
+
+
 def allreduce_gradients(grads: list[Any]) -> list[Any]:
     """Average gradients over all ranks (inside a ``tf.function``) with ONE allreduce.
 

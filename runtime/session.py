@@ -525,6 +525,8 @@ class Session:
             # every trainable variable, a learner's own networks included (e.g. SAC's critics, which
             # are not exchanged: replicas start them equal from the run's seed)
             done["weights_sha256"] = weights_digest(self._module.trainable_variables)
+        if getattr(self._module, "normalizer", None) is not None:  # must be equal on every rank
+            done["normalizer_sha256"] = weights_digest(self._module.normalizer.statistics())
         (self.run_dir / "ranks" / f"{self.rank}.done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
             if self.lifeline is not None:

@@ -46,6 +46,8 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("ppo-cartpole", "pipelined-inference", 3),
     ("ppo-cartpole", "multi-learner", 2),
     ("ppo-cartpole", "async-actors", 3),
+    ("ppo-halfcheetah", "single", 1),
+    # ppo-halfcheetah normalises (single and multi-learner only) and has 1 env: multi-learner cannot split it
     ("ppo-pendulum", "single", 1),
     ("ppo-pendulum", "actors-learner", 3),
     ("ppo-pendulum", "central-inference", 3),

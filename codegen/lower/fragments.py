@@ -8,10 +8,19 @@ from typing import Any
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
 from rlgen.codegen.lower.boundary import Group, boundary
-from rlgen.codegen.lower.components import action_plan, gaussian, lower_components
+from rlgen.codegen.lower.components import action_plan, components_of, gaussian, lower_components
 from rlgen.codegen.passes import Context
-from rlgen.codegen.plan import CallPlan, EnvPlan, FragmentPlan, LoopBlockPlan, PortPlan, StepPlan, TensorPlan
-from rlgen.dsl.spec import resolved
+from rlgen.codegen.plan import (
+    CallPlan,
+    EnvPlan,
+    FragmentPlan,
+    LoopBlockPlan,
+    NormalizePlan,
+    PortPlan,
+    StepPlan,
+    TensorPlan,
+)
+from rlgen.dsl.spec import normalize_gamma, resolved
 
 
 def class_name(fragment: str) -> str:
@@ -56,6 +65,29 @@ def ahead_steps(fdg: FDG, ctx: Context) -> frozenset[str]:
     )
 
 
+def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment) -> NormalizePlan | None:
+    """``$.env.normalize`` in this fragment: held by the compute fragment that acts (the
+    policy's), applied by the env fragment (None: not normalised, or not this fragment's part)."""
+    norm = ctx.spec.env.normalize
+    if norm is None:
+        return None
+    acts = frag.kind == "compute" and any(
+        ctx.spec.components[c].kind == "policy" for c in components_of(fdg, ctx, frag)
+    )
+    if frag.kind != "env" and not acts:
+        return None
+    return NormalizePlan(
+        obs=norm.obs,
+        reward=norm.reward,
+        clip_obs=float(norm.clip_obs),
+        clip_reward=float(norm.clip_reward),
+        epsilon=float(norm.epsilon),
+        gamma=normalize_gamma(ctx.spec),
+        distributed=fdg.cut == "gradients" and len(fdg.ranks) > 1,
+        holds=frag.kind != "env",
+    )
+
+
 def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) -> FragmentPlan:
     spec = ctx.spec
     components, networks = lower_components(fdg, ctx, frag)
@@ -86,6 +118,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         env_groups=ctx.policy.env_groups if frag.kind == "env" else 1,
         inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
+        normalize=normalize_plan(fdg, ctx, frag),
     )
 
 

@@ -9,7 +9,7 @@ from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
-from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, Op, RolePlan, RunPlan
+from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizeRef, Op, RolePlan, RunPlan
 
 
 def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePlan:
@@ -89,6 +89,10 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
     learner_comp = ctx.spec.components[learner_attr] if learner_attr else None
     metrics = _metrics_of(fdg, learner) if learner else None
     all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)] + ops_at.get("end", [])
+    normalize = None
+    if ctx.spec.env.normalize is not None and learner is not None:
+        env_frag = next((f.name for f in frags if f.kind == "env"), None)
+        normalize = NormalizeRef(learner.name, env_frag, fdg.cut == "gradients" and len(fdg.ranks) > 1)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
@@ -117,6 +121,7 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
         or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
+        normalize=normalize,
     )
 
 

@@ -136,3 +136,47 @@ def policy_outputs(ctx: Context) -> Iterator[Finding]:
                 f"a {dist} policy's act(obs) gives only the action, not a log-probability",
                 f"write `{info.call.call.component}.act(obs) -> action` (its learner computes what it needs)",
             )
+
+
+@check
+def normalize_fit(ctx: Context) -> Iterator[Finding]:
+    """Normalisation (``env.normalize``) fits the env and the learner.
+
+    ```yaml
+    env: {id: FrozenLake-v1, normalize: true}        # E408: Discrete observations have no mean
+    env: {id: CartPole-v1, normalize: {obs: false, reward: false}}   # E409: normalises nothing
+    components: {learner: {kind: dqn, ...}}            # E410: a replay would hold stale observations
+    ```
+    """
+    norm = ctx.spec.env.normalize
+    if norm is None:
+        return
+    path = ("env", "normalize")
+    if not norm.obs and not norm.reward:
+        yield error(
+            "E409",
+            path,
+            "`normalize` with `obs: false` and `reward: false` normalises nothing",
+            "remove `normalize`, or set `obs: true` or `reward: true`",
+        )
+    if norm.obs and ctx.spaces is not None and ctx.spaces.observation.kind != "box":
+        env_name = ctx.spec.env.id or "the env"
+        yield error(
+            "E408",
+            path,
+            f"observation normalisation needs a Box observation space; {env_name} has "
+            f"{ctx.spaces.observation.describe()}",
+            "set `normalize: {obs: false}` (reward normalisation still works), or remove `normalize`",
+        )
+    for name, comp in ctx.spec.components.items():
+        if comp.kind in ALGORITHMS and ALGORITHMS[comp.kind].buffer is None:
+            yield error(
+                "E410",
+                path,
+                f"normalisation is for on-policy learners; `{name}` ({comp.kind}) learns from a replay, "
+                "which would keep observations normalised with old statistics",
+                f"remove `normalize`, or use an on-policy learner ({quote_list(ON_POLICY)})",
+            )
+
+
+ON_POLICY = [kind for kind, algo in ALGORITHMS.items() if algo.buffer is not None]

@@ -1,0 +1,296 @@
+"""Observation and reward normalisation (``env.normalize``): the running statistics against
+NumPy, the host and in-graph paths against each other and against SB3's VecNormalize rules,
+the spec's defaults and resolved form, and (end to end, real processes) checkpoints, the
+exported policy, raw reported returns and statistics equal on every multi-learner rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlgen.api import validate_file, validate_text
+from rlgen.dsl.spec import Normalize, _plain
+
+from conftest import ROOT
+
+SCHEMA = json.loads((ROOT / "schemas" / "rlgen.schema.json").read_text())
+HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
+
+SPEC = """\
+rlgen: 1
+name: normtest
+env: {id: Pendulum-v1, num_envs: 4, normalize: NORMALIZE}
+networks:
+  pi: {kind: mlp, hidden: [32, 32], activation: tanh}
+  v: {kind: mlp, hidden: [32, 32], activation: tanh}
+components:
+  actor: {kind: policy, network: pi}
+  critic: {kind: value, network: v}
+  buffer: {kind: rollout}
+  learner: {kind: ppo, policy: actor, value: critic, gamma: 0.9, minibatch: 64, epochs: 2}
+loop:
+  init:
+    - env.reset() -> obs
+  rollout:
+    repeat: REPEAT
+    do:
+      - actor.act(obs) -> action, logp
+      - critic.value(obs) -> value
+      - env.step(action) -> next_obs, reward, terminated, truncated
+      - buffer.insert(obs, action, reward, terminated, truncated, logp, value)
+    carry: {obs: next_obs}
+  learn:
+    - learner.update(buffer, obs) -> metrics
+partitions:
+  rollout: {after: rollout, send: [buffer, obs], receive: [weights]}
+  gradients: {at: learner.update, reduce: [gradients]}
+deploy: {policy: single}
+train: {total_steps: 100000, stop: {mean_return: 0}, checkpoint: {every: 0}}
+"""
+
+
+def spec_text(normalize: str = "true", repeat: int = 32) -> str:
+    return SPEC.replace("NORMALIZE", normalize).replace("REPEAT", str(repeat))
+
+
+# --- the statistics --------------------------------------------------------------------
+def test_running_mean_std_matches_numpy_including_the_merge_of_two_halves():
+    from rlgen.runtime.normalize import RunningMeanStd, merge_moments
+
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 2.0, size=(600, 5)) * rng.uniform(0.1, 10.0, size=5)
+    first, second = RunningMeanStd((5,), count=0.0), RunningMeanStd((5,), count=0.0)
+    for batch in np.split(data[:300], 6):
+        first.update(batch)
+    for batch in np.split(data[300:], 10):
+        second.update(batch)
+    np.testing.assert_allclose(first.mean.numpy(), data[:300].mean(0), rtol=1e-10)
+    np.testing.assert_allclose(first.var.numpy(), data[:300].var(0), rtol=1e-10)
+    first.merge(second.count, second.mean, second.var)  # the parallel algorithm
+    assert first.count.numpy() == 600
+    np.testing.assert_allclose(first.mean.numpy(), data.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(first.var.numpy(), data.var(0), rtol=1e-10)
+    n, mean, var = merge_moments(
+        (300.0, data[:300].mean(0), data[:300].var(0)), (300.0, data[300:].mean(0), data[300:].var(0))
+    )
+    np.testing.assert_allclose(mean, data.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(var, data.var(0), rtol=1e-10)
+    # SB3's prior (count 1e-4, mean 0, var 1) weighs almost nothing
+    sb3 = RunningMeanStd((5,))
+    sb3.update(data)
+    np.testing.assert_allclose(sb3.mean.numpy(), data.mean(0), rtol=1e-5)
+
+
+def vec_normalize_reference(obs_seq, rew_seq, done_seq, gamma, eps=1e-8, clip=10.0):
+    """SB3 VecNormalize.step_wait, written out in NumPy (count starts at 1e-4)."""
+    o = [1e-4, np.zeros(obs_seq[0].shape[1:]), np.ones(obs_seq[0].shape[1:])]
+    r = [1e-4, 0.0, 1.0]
+    returns = np.zeros(obs_seq[0].shape[0])
+
+    def update(stats, x):
+        n, mean, var = stats
+        bm, bv, bn = x.mean(0), x.var(0), x.shape[0]
+        delta, tot = bm - mean, n + bn
+        m2 = var * n + bv * bn + delta**2 * n * bn / tot
+        stats[:] = [tot, mean + delta * bn / tot, m2 / tot]
+
+    out = []
+    update(o, obs_seq[0])
+    out.append((np.clip((obs_seq[0] - o[1]) / np.sqrt(o[2] + eps), -clip, clip), None))
+    for obs, rew, done in zip(obs_seq[1:], rew_seq, done_seq, strict=True):
+        update(o, obs)
+        returns = returns * gamma + rew
+        update(r, returns)
+        n_rew = np.clip(rew / np.sqrt(r[2] + eps), -clip, clip)
+        returns[done] = 0.0
+        out.append((np.clip((obs - o[1]) / np.sqrt(o[2] + eps), -clip, clip), n_rew))
+    return out
+
+
+def random_steps(steps=40, envs=3, seed=1):
+    rng = np.random.default_rng(seed)
+    obs = [rng.normal(5.0, 3.0, (envs, 4)).astype(np.float32) for _ in range(steps + 1)]
+    rew = [rng.normal(1.0, 2.0, envs).astype(np.float32) for _ in range(steps)]
+    term = [rng.random(envs) < 0.05 for _ in range(steps)]
+    trunc = [rng.random(envs) < 0.05 for _ in range(steps)]
+    return obs, rew, term, trunc
+
+
+def test_host_and_graph_normalisation_agree_with_vec_normalize():
+    import tensorflow as tf
+
+    from rlgen.runtime.normalize import Normalizer
+
+    obs, rew, term, trunc = random_steps()
+    ref = vec_normalize_reference(obs, rew, [a | b for a, b in zip(term, trunc, strict=True)], 0.9)
+    host, graph = Normalizer((4,), 3, gamma=0.9), Normalizer((4,), 3, gamma=0.9)
+    np.testing.assert_allclose(host.reset(obs[0]), ref[0][0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(graph.observe_reset(tf.constant(obs[0])).numpy(), ref[0][0], rtol=1e-5, atol=1e-5)
+    for t in range(len(rew)):
+        h_obs, h_rew = host.step(obs[t + 1], rew[t], term[t], trunc[t])
+        g_obs, g_rew = graph.observe_step(*(tf.constant(x) for x in (obs[t + 1], rew[t], term[t], trunc[t])))
+        for got in ((h_obs, h_rew), (g_obs.numpy(), g_rew.numpy())):
+            np.testing.assert_allclose(got[0], ref[t + 1][0], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got[1], ref[t + 1][1], rtol=1e-5, atol=1e-5)
+    host.sync()  # the host's statistics into the variables
+    for a, b in zip(host.statistics(), graph.statistics(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10)
+
+
+def test_partial_normalisation_leaves_the_other_part_alone():
+    from rlgen.runtime.normalize import Normalizer
+
+    obs, rew, term, trunc = random_steps(steps=5)
+    only_reward = Normalizer((4,), 3, obs=False)
+    np.testing.assert_array_equal(only_reward.reset(obs[0]), obs[0])
+    o, r = only_reward.step(obs[1], rew[0], term[0], trunc[0])
+    np.testing.assert_array_equal(o, obs[1])
+    assert not np.allclose(r, rew[0])
+    only_obs = Normalizer((4,), 3, reward=False)
+    only_obs.reset(obs[0])
+    o, r = only_obs.step(obs[1], rew[0], term[0], trunc[0])
+    np.testing.assert_array_equal(r, rew[0])
+
+
+def test_normalized_policy_acts_on_frozen_normalised_observations():
+    import tensorflow as tf
+
+    from rlgen.runtime.networks import build_network
+    from rlgen.runtime.normalize import Normalizer
+    from rlgen.runtime.policies import ActionSpec, Policy
+
+    net = build_network({"kind": "mlp", "hidden": [8], "activation": "tanh", "init": "orthogonal"}, (4,), 1, seed=1)
+    policy = Policy(net, ActionSpec(shape=(1,), low=(-2.0,), high=(2.0,)), seed=2)
+    norm = Normalizer((4,), 3)
+    obs, rew, term, trunc = random_steps(steps=10)
+    norm.reset(obs[0])
+    for t in range(10):
+        norm.step(obs[t + 1], rew[t], term[t], trunc[t])
+    norm.sync()
+    before = [v.numpy().copy() for v in norm.statistics()]
+    raw = tf.constant(obs[3])
+    wrapped = norm.wrap(policy).act(raw, deterministic=True)[0].numpy()
+    _, mean, var = (v.numpy() for v in norm.statistics()[:3])
+    manual = np.clip((obs[3] - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32)
+    np.testing.assert_allclose(wrapped, policy.act(tf.constant(manual), deterministic=True)[0].numpy(), rtol=1e-5)
+    for a, b in zip(before, norm.statistics(), strict=True):  # acting never updates them
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+# --- the spec ------------------------------------------------------------------------------
+def test_normalize_defaults_match_the_schema_and_resolve_with_the_learners_gamma():
+    props = SCHEMA["$defs"]["normalize"]["properties"]
+    for key, value in _plain(Normalize()).items():
+        if value is not None:
+            assert props[key]["default"] == value, key
+    result = validate_text(spec_text(), "n.rl.yaml")
+    assert result.ok, [d.message for d in result.diagnostics]
+    resolved = result.spec.to_dict()
+    assert resolved["env"]["normalize"] == {
+        "obs": True,
+        "reward": True,
+        "clip_obs": 10.0,
+        "clip_reward": 10.0,
+        "epsilon": 1e-8,
+        "gamma": 0.9,  # the learner's
+    }
+    again = validate_text(yaml.safe_dump(resolved, sort_keys=False), "r.rl.yaml")
+    assert again.ok and again.spec.to_dict() == resolved
+    own = validate_text(spec_text("{reward: true, gamma: 0.99, clip_obs: 5}"), "n.rl.yaml").spec.to_dict()
+    assert own["env"]["normalize"]["gamma"] == 0.99 and own["env"]["normalize"]["clip_obs"] == 5.0
+    plain = validate_text(spec_text("false"), "n.rl.yaml").spec.to_dict()
+    assert "normalize" not in plain["env"]
+
+
+@pytest.mark.parametrize(("policy", "workers"), [("single", 1), ("multi-learner", 2), ("actors-learner", 2)])
+def test_normalisation_validates_under_single_and_multi_learner_only(policy, workers):
+    result = validate_text(spec_text(), "n.rl.yaml", policy=policy, workers=workers)
+    assert result.ok is (policy != "actors-learner")
+    if not result.ok:
+        assert [d.code for d in result.diagnostics if d.severity.name == "ERROR"] == ["E607"]
+
+
+def test_the_halfcheetah_example_validates():
+    pytest.importorskip("mujoco")
+    assert validate_file(ROOT / "examples" / "ppo-halfcheetah.rl.yaml").ok
+
+
+# --- end to end -------------------------------------------------------------------------
+def run(tmp_path: Path, text: str, name: str, *args: str, iterations: int = 2) -> Path:
+    spec = tmp_path / f"{name}.rl.yaml"
+    spec.write_text(text)
+    run_dir = tmp_path / f"run-{name}"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "run", str(spec), "--run-dir", str(run_dir)]
+        + ["--build-dir", str(tmp_path / f"build-{name}"), "--iterations", str(iterations), "--quiet", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return run_dir
+
+
+def checkpoint_statistics(run_dir: Path) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    ckpt = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+    names = [n for n, _ in tf.train.list_variables(ckpt) if n.startswith("module/normalizer/")]
+    return {n.split("/")[2] + "/" + n.split("/")[3]: tf.train.load_variable(ckpt, n) for n in names}
+
+
+@pytest.mark.parametrize("backend", ["gymnasium", "tensorflow"])  # host, or in the fused iteration's graph
+def test_single_run_checkpoints_the_statistics_and_exports_a_normalising_policy(tmp_path, backend):
+    import tensorflow as tf
+
+    run_dir = run(tmp_path, spec_text().replace("num_envs: 4,", f"num_envs: 4, backend: {backend},"), "single")
+    stats = checkpoint_statistics(run_dir)
+    # 4 envs: one reset and 2 x 32 steps each, after SB3's prior count of 1e-4
+    assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
+    assert stats["ret_rms/count"] == pytest.approx(4 * 64 + 1e-4)
+    # the exported SavedModel normalises raw observations itself
+    build = tmp_path / "build-single"
+    sys.path.insert(0, str(build))
+    try:
+        from normtest.agent import AgentFragment
+    finally:
+        sys.path.remove(str(build))
+    agent = AgentFragment(0, 0)
+    tf.train.Checkpoint(module=agent).restore(tf.train.latest_checkpoint(str(run_dir / "checkpoints"))).expect_partial()
+    raw = np.array([[0.9, -0.4, 3.0], [-0.2, 0.98, -6.0]], np.float32)
+    normalised = np.clip((raw - stats["obs_rms/mean"]) / np.sqrt(stats["obs_rms/var"] + 1e-8), -10, 10)
+    expected = agent.actor.act(tf.constant(normalised, tf.float32), deterministic=True)[0].numpy()
+    exported = tf.saved_model.load(str(run_dir / "policy"))
+    np.testing.assert_allclose(exported.act(tf.constant(raw)).numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(exported.act(tf.constant(raw)).numpy(), agent.actor.act(tf.constant(raw), True)[0].numpy())
+
+
+def test_reported_returns_stay_raw(tmp_path):
+    """With observations raw and the same seed, the policy acts the same until its first update:
+    the episodes of the first iteration must report the same (raw) returns with and without
+    reward normalisation."""
+    plain = run(tmp_path, spec_text("false", repeat=208), "plain", iterations=1)
+    scaled = run(tmp_path, spec_text("{obs: false, reward: true}", repeat=208), "scaled", iterations=1)
+    rows = [json.loads((d / "metrics.jsonl").read_text().splitlines()[0]) for d in (plain, scaled)]
+    assert rows[0]["episodes"] == rows[1]["episodes"] == 4
+    assert rows[1]["mean_return"] == rows[0]["mean_return"] < -500  # Pendulum's raw scale
+
+
+@pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
+def test_multi_learner_ranks_end_with_the_same_statistics(tmp_path):
+    run_dir = run(tmp_path, spec_text(), "multi", "--policy", "multi-learner", "--workers", "2")
+    done = [json.loads((run_dir / "ranks" / f"{r}.done").read_text()) for r in (0, 1)]
+    assert done[0]["normalizer_sha256"] == done[1]["normalizer_sha256"]
+    assert done[0]["weights_sha256"] == done[1]["weights_sha256"]
+    stats = checkpoint_statistics(run_dir)
+    # every rank's observations are in them: 2 ranks x 2 envs, one reset and 2 x 32 steps each
+    assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
