@@ -155,7 +155,6 @@ def render(name: str, algo: str, env_id: str) -> str:
         zoo=lambda key: "Zoo" if key in s.zoo else "SB3 default",
         minibatch=min(s.minibatch, per_iteration),
         total_steps=-(-s.total_steps // per_iteration) * per_iteration,  # whole iterations, as SB3 runs
-        learning_starts=-(-s.learning_starts // per_iteration),  # iterations
     )
 
 

@@ -25,7 +25,7 @@ HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
 SHORT = {  # one evaluation, of the final policy (10 episodes, deterministic)
     "sac": ["loop.collect.repeat=64", "loop.learn.repeat=64", "loop.learn.after=2"]
     + ["train.total_steps=4992", "train.eval.every=4992"],
-    "td3": ["loop.learn.after=5", "components.actor.random_steps=1000", "train.total_steps=6000"]
+    "td3": ["loop.learn.after=1000", "components.actor.random_steps=1000", "train.total_steps=6000"]
     + ["train.eval.every=6000"],  # random actions, then learning, after 1,000 steps
 }
 
