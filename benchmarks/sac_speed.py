@@ -3,6 +3,7 @@
     nice -n 5 .venv/bin/python benchmarks/sac_speed.py                       # settings 1 and 64, one run each
     nice -n 5 .venv/bin/python benchmarks/sac_speed.py --settings 64 --steps 10000 --repeats 3 --json sac.json
     nice -n 5 .venv/bin/python benchmarks/sac_speed.py --sb3-python /other/venv/bin/python --sb3-threads 1
+    nice -n 5 .venv/bin/python benchmarks/sac_speed.py --settings 1 --sb3-threads 1 --rlgen-threads 1  # 1 thread each
 
 A *setting* N is (train_freq, gradient_steps) = (N, N): 1 is the RL Zoo's default for
 SAC (one env step, one gradient step), 64 collects 64 steps and then takes 64
@@ -16,7 +17,9 @@ steps in all (rounded up to a multiple of N).
   temporary file (``loop.collect.repeat`` = train_freq, ``loop.learn.repeat`` =
   gradient_steps, ``after`` = learning starts; no periodic evaluation, no TensorBoard),
   trained by ``python -m rlgen run SPEC --quiet`` in a fresh process under ``single``
-  (rlgen's own thread default: one inter-op and one intra-op TensorFlow thread).
+  with rlgen's own threads (one inter-op thread; intra-op threads: every core, since
+  this update is heavy, see ``rlgen.codegen.lower.threads``; the run's ``run.json``
+  says how many, and the table prints it) unless ``--rlgen-threads`` sets them.
   Speed comes from the run's metrics.jsonl: (env steps at the end - env steps of the
   first row that learned) / (time at the end - time of that row), so start-up, the
   steps before learning starts and the first learning iteration (where the update
@@ -27,7 +30,7 @@ steps in all (rounded up to a multiple of N).
   gets; the figure is printed) unless ``--sb3-threads`` says otherwise (on a busy
   machine torch's default of one thread per core can be ten times slower per gradient
   step than one thread: OpenMP workers wait on each other; compare with
-  ``--sb3-threads 1``, which matches rlgen's one intra-op thread). A callback
+  ``--sb3-threads 1 --rlgen-threads 1`` for one thread each). A callback
   measures the same span: from the end of the first ``train()`` call to the end of
   training; ``train()`` is timed on its own, so the rest is collection (acting,
   env stepping, storing).
@@ -212,7 +215,7 @@ def read_metrics(run_dir: Path, train_freq: int, gradient_steps: int) -> dict[st
 
 
 def run_rlgen(
-    tmp: Path, tag: str, train_freq: int, total: int, learning_starts: int, seed: int, timeout: float
+    tmp: Path, tag: str, train_freq: int, total: int, learning_starts: int, seed: int, timeout: float, threads: int
 ) -> dict[str, Any]:
     spec = tmp / f"{tag}.rl.yaml"
     spec.write_text(
@@ -228,6 +231,8 @@ def run_rlgen(
     args = [sys.executable, "-m", "rlgen", "run", str(spec), "--quiet", "--run-dir", str(run_dir)]
     args += ["--build-dir", str(build_dir)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if threads:
+        env["TF_NUM_INTRAOP_THREADS"] = str(threads)
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd=tmp)
@@ -238,9 +243,10 @@ def run_rlgen(
         return {"ok": False, "error": last_line(proc.stderr or proc.stdout)}
     try:
         result = read_metrics(run_dir, train_freq, train_freq)
+        used = json.loads((run_dir / "run.json").read_text())["threads"]["intra_op"]
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
         return {"ok": False, "error": str(exc)}
-    return {"ok": True, "process_s": process_s, **result}
+    return {"ok": True, "process_s": process_s, "intra_op_threads": used, **result}
 
 
 def run_sb3(
@@ -307,6 +313,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sb3-python", default="/work/sb3-venv/bin/python", help="interpreter with SB3 and torch")
     parser.add_argument("--sb3-threads", type=int, default=0, help="torch.set_num_threads for SB3 (0: torch default)")
+    parser.add_argument("--rlgen-threads", type=int, default=0, help="TF intra-op threads for rlgen (0: its own)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     parser.add_argument("--json", metavar="FILE", help="save every run's figures and the medians")
     args = parser.parse_args()
@@ -319,7 +326,8 @@ def main() -> None:
         for rep in range(args.repeats):
             for n in settings:
                 total = -(-args.steps // n) * n
-                r = run_rlgen(Path(tmp), f"n{n}-r{rep}", n, total, args.learning_starts, args.seed, args.timeout)
+                tag, threads = f"n{n}-r{rep}", args.rlgen_threads
+                r = run_rlgen(Path(tmp), tag, n, total, args.learning_starts, args.seed, args.timeout, threads)
                 runs[n]["rlgen"].append(r)
                 print(
                     f"  N={n} repeat {rep}: rlgen {fmt(r.get('steps_per_s'))} steps/s"
@@ -370,7 +378,9 @@ def main() -> None:
 
     threads = {r.get("torch_threads") for n in settings for r in runs[n]["sb3"] if r.get("ok")}
     shown = ", ".join(map(str, sorted(threads))) or "-"
-    print(f"(SB3 torch threads: {shown}; rlgen: TensorFlow's 1 inter-op + 1 intra-op thread, its default)")
+    used = {r.get("intra_op_threads") for n in settings for r in runs[n]["rlgen"] if r.get("ok")}
+    mine = ", ".join(map(str, sorted(used))) or "-"
+    print(f"(SB3 torch threads: {shown}; rlgen: TensorFlow's 1 inter-op + {mine} intra-op thread(s))")
 
     print("\nWhere the time goes, ms per iteration (N env steps + N gradient steps; medians)")
     header = ["N", "side", *PARTS, "untimed", "whole", "upd ms/grad step", "rest ms/env step"]

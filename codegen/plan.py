@@ -350,6 +350,7 @@ class RunPlan:
     tensorboard: bool
     episode_capacity: int
     run_root: str
+    threaded_roles: tuple[str, ...] = ()  # roles whose ranks take their host's spare cores
 
 
 @dataclass(frozen=True)

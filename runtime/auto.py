@@ -23,7 +23,6 @@ under ``auto`` and to the terminal.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import tempfile
@@ -37,6 +36,7 @@ from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
 
 from .history import History
+from .machine import local_cores
 from .session import CATEGORIES as PARTS  # the parts a run times
 
 #: The most calibration may cost, as a share of the run's expected length.
@@ -158,13 +158,6 @@ def network_rtt(hosts: Sequence[str], port: int = 22, tries: int = 5) -> float:
             return 0.0
         times.append(time.perf_counter() - started)
     return sorted(times)[len(times) // 2]
-
-
-def local_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def worker_counts(hosts: Sequence[str], cores: int, given: int) -> list[int]:

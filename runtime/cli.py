@@ -64,7 +64,8 @@ def _chooser(args: argparse.Namespace, result):
     """The auto policy's chooser for this spec: the candidates it validates under."""
     from rlgen.api import validate_file
     from rlgen.codegen.policies import POLICIES
-    from rlgen.runtime.auto import Chooser, local_cores, worker_counts
+    from rlgen.runtime.auto import Chooser, worker_counts
+    from rlgen.runtime.machine import local_cores
 
     spec, hosts = result.spec, list(result.spec.deploy.hosts)
     candidates = []

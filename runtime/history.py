@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .machine import cache_dir, cpu, tensorflow_version, version
+from .machine import cache_dir, cpu, local_cores, tensorflow_version, version
 from .session import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
 
 #: Measurements kept per policy and worker count (the median of them is used).
@@ -45,8 +45,6 @@ _UNTIMED_TRAIN = ("total_steps", "seed", "stop", "eval", "checkpoint", "log", "r
 
 def machine() -> dict[str, Any]:
     from rlgen import __version__
-
-    from .auto import local_cores
 
     return {
         "hostname": socket.gethostname(),

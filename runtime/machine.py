@@ -9,6 +9,14 @@ import os
 from pathlib import Path
 
 
+def local_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def cache_dir() -> Path:
     """``$RLGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgen``, else ``~/.cache/rlgen``."""
     if os.environ.get("RLGEN_CACHE_DIR"):

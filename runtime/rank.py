@@ -17,8 +17,9 @@ from . import p2p
 from .channels import Mesh, Stopped, connect
 from .control import CONTROLS, LocalControl
 from .lifeline import Lifeline
+from .machine import local_cores
 from .progress import Progress, RemoteProgress
-from .session import RunConfig, Session, configure_tensorflow, default_run_dir
+from .session import RunConfig, Session, configure_tensorflow, default_run_dir, intra_op_threads
 
 Runner = Callable[[Session, int], None]
 #: Set by ``--policy auto`` before it runs a build in this process: (K, hook), see Session.
@@ -67,7 +68,10 @@ def run_rank(
     ``stream``, see :mod:`rlgen.runtime.control`); without ``collectives`` in the loop,
     Horovod stops once the channels are up."""
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
-    configure_tensorflow()
+    # horovodrun names each process's rank and its host's ranks before Horovod starts
+    own = int(os.environ.get("HOROVOD_RANK", "0")) if distributed else 0
+    local = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1")) if distributed else 1
+    threads = configure_tensorflow(intra_op_threads(run, roles.get(own, ""), local_cores(), local))
     if distributed:
         from . import comm
 
@@ -113,6 +117,7 @@ def run_rank(
             control=ctl,
             profile=None if distributed else PROFILE,
             calibrate=args.calibrate,
+            threads=threads,
         )
         for reason in pending:
             session.request_stop(reason)

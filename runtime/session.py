@@ -61,6 +61,7 @@ class RunConfig:
     metric_names: tuple[str, ...] = ()
     episode_capacity: int = 1024  # most episodes one rank can finish in one iteration
     run_root: str = "runs"  # where runs go without --run-dir (train.run_dir)
+    threaded_roles: tuple[str, ...] = ()  # roles whose ranks take their host's spare cores
 
     @property
     def iterations(self) -> int:
@@ -112,6 +113,7 @@ class Session:
         control: Any = None,
         profile: tuple[int, Callable[[list[dict[str, Any]]], bool]] | None = None,
         calibrate: bool = False,
+        threads: Mapping[str, int] | None = None,
     ) -> None:
         if calibrate:  # a measurement: no evaluation, checkpoints, export or TensorBoard
             config = replace(config, eval_every=0, checkpoint_every=0, tensorboard=False)
@@ -158,8 +160,8 @@ class Session:
         self.control = control if control is not None else LocalControl()
         (self.run_dir / "ranks").mkdir(parents=True, exist_ok=True)
         (self.run_dir / "ranks" / f"{rank}.pid").write_text(f"{os.getpid()}\n")
-        if rank == 0:
-            self._write_status("running")
+        if rank == 0:  # with the TensorFlow thread pools this rank runs with
+            self._write_status("running", {"threads": dict(threads)} if threads else None)
         self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
 
     # --- set-up -----------------------------------------------------------------
@@ -709,20 +711,39 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def configure_tensorflow() -> None:
-    """One inter-op and one intra-op thread per rank unless TF_NUM_INTEROP_THREADS /
-    TF_NUM_INTRAOP_THREADS say otherwise: for small networks a thread hand-off costs more
-    than it saves (a fused 64x64 actor-critic call: 0.30 ms with the default pools,
-    0.10 ms with one thread each, on this 2-core machine). Call before any TF op runs."""
+def intra_op_threads(run: RunConfig, role: str, cores: int, local_ranks: int) -> int:
+    """Intra-op threads for a rank of ``role``: one, unless codegen found the role's update
+    heavy (:mod:`rlgen.codegen.lower.threads`); then the host's cores shared among the ranks
+    it runs, at least one."""
+    if role not in run.threaded_roles:
+        return 1
+    return max(1, cores // max(1, local_ranks))
+
+
+def configure_tensorflow(intra_op: int = 1) -> dict[str, int]:
+    """One inter-op thread and ``intra_op`` intra-op threads per rank unless
+    TF_NUM_INTEROP_THREADS / TF_NUM_INTRAOP_THREADS say otherwise: for small networks a
+    thread hand-off costs more than it saves (a fused 64x64 actor-critic call: 0.30 ms with
+    the default pools, 0.10 ms with one thread each, on this 2-core machine); a heavy
+    update is given more (:func:`intra_op_threads`). Call before any TF op runs. Returns
+    the pools' sizes as set (``run.json`` records rank 0's)."""
     import tensorflow as tf
 
+    wanted = {
+        "inter_op": int(os.environ.get("TF_NUM_INTEROP_THREADS") or 1),
+        "intra_op": int(os.environ.get("TF_NUM_INTRAOP_THREADS") or intra_op),
+    }
     try:
         if "TF_NUM_INTEROP_THREADS" not in os.environ:
             tf.config.threading.set_inter_op_parallelism_threads(1)
         if "TF_NUM_INTRAOP_THREADS" not in os.environ:
-            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_intra_op_parallelism_threads(intra_op)
     except RuntimeError:  # TensorFlow already initialised its pools: keep them
-        pass
+        wanted = {
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        }
+    return wanted
 
 
 def weights_digest(variables: Sequence[Any]) -> str:

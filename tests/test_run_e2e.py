@@ -81,6 +81,7 @@ def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
     ].keys()
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["status"] == "finished" and doc["workers"] == workers
+    assert doc["threads"] == {"inter_op": 1, "intra_op": 1}  # a small update: one thread per rank
     assert (run_dir / "spec.resolved.json").is_file() and (run_dir / "plan.json").is_file()
     assert json.loads((run_dir / "plan.json").read_text())["meta"]["policy"] == policy
     assert list((run_dir / "checkpoints").glob("ckpt-1024.index"))

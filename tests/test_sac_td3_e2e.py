@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlgen.runtime.machine import local_cores
+
 from conftest import ROOT
 
 HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
@@ -63,6 +65,8 @@ def test_sac_learns_pendulum(tmp_path):
     learning = [r for r in rows if r.get("critic_loss") is not None]
     assert len(learning) == len(rows) - 1  # every iteration after the first learned
     assert learning[-1]["ent_coef"] < 0.5 < learning[0]["ent_coef"]  # alpha tuned down from 1
+    # batch 256 through 256x256 layers: the update takes every core (one rank on this host)
+    assert json.loads((run_dir / "run.json").read_text())["threads"] == {"inter_op": 1, "intra_op": local_cores()}
     # the exported policy acts deterministically, within the action bounds
     import tensorflow as tf
 
@@ -96,3 +100,6 @@ def test_sac_multi_learner_ranks_end_with_equal_networks(tmp_path):
     assert rows[-1]["critic_loss"] is not None
     done = [json.loads((run_dir / "ranks" / f"{rank}.done").read_text()) for rank in (0, 1)]
     assert done[0]["weights_sha256"] == done[1]["weights_sha256"]
+    # two ranks on this host share its cores
+    threads = json.loads((run_dir / "run.json").read_text())["threads"]
+    assert threads == {"inter_op": 1, "intra_op": max(1, local_cores() // 2)}

@@ -7,7 +7,9 @@ Passes, in order, each writing typed fields once (templates derive nothing):
    steps with their signatures, fused blocks, boundary methods
    (:mod:`~rlgen.codegen.lower.boundary`, transfer groups);
 2. :func:`~rlgen.codegen.lower.schedule.lower_role` — per role: the loop as operations;
-3. :func:`~rlgen.codegen.lower.schedule.lower_run` — the run's settings.
+3. :func:`~rlgen.codegen.lower.schedule.lower_run` — the run's settings, with the roles
+   whose update is heavy enough for more than one thread
+   (:func:`~rlgen.codegen.lower.threads.threaded_roles`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rlgen.codegen.ir import FDG
 from rlgen.codegen.lower.boundary import plan_groups
 from rlgen.codegen.lower.fragments import lower_fragment
 from rlgen.codegen.lower.schedule import lower_role, lower_run
+from rlgen.codegen.lower.threads import threaded_roles
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import Meta, Plan
 
@@ -23,6 +26,7 @@ from rlgen.codegen.plan import Meta, Plan
 def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
     groups = plan_groups(fdg)
     roles = tuple(lower_role(fdg, ctx, role, groups) for role in fdg.roles())
+    fragments = tuple(lower_fragment(fdg, ctx, f, groups) for f in fdg.fragments)
     return Plan(
         meta=meta,
         package=package,
@@ -31,9 +35,9 @@ def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
         ranks=fdg.ranks,
         process_sets=fdg.process_sets,
         collectives=tuple(t for t in fdg.transfers if t.op != "local"),
-        fragments=tuple(lower_fragment(fdg, ctx, f, groups) for f in fdg.fragments),
+        fragments=fragments,
         roles=roles,
-        run=lower_run(fdg, ctx),
+        run=lower_run(fdg, ctx, threaded_roles(fragments)),
         control=ctx.policy.control,
         metrics_homes=tuple(dict.fromkeys(r.metrics_home for r in roles if r.metrics and r.metrics_home)),
     )

@@ -225,7 +225,7 @@ def _transfer_op(g: Group, names: set[str], buffers: set[str], replays: frozense
     )
 
 
-def lower_run(fdg: FDG, ctx: Context) -> RunPlan:
+def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> RunPlan:
     """The run's settings (keyword arguments of rlgen.runtime.session.RunConfig)."""
     spec, train = ctx.spec, ctx.spec.train
     per_iteration = steps_per_iteration(ctx)
@@ -252,4 +252,5 @@ def lower_run(fdg: FDG, ctx: Context) -> RunPlan:
         tensorboard=train.log.tensorboard,
         episode_capacity=per_iteration,
         run_root=train.run_dir,
+        threaded_roles=threaded_roles,
     )

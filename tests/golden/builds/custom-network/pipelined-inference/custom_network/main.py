@@ -49,6 +49,7 @@ RUN = RunConfig(
     tensorboard=True,
     episode_capacity=256,
     run_root="runs",
+    threaded_roles=(),
     metric_names=METRICS,
 )
 ROLES = {0: "learner", 1: "env", 2: "env"}  # rank -> role

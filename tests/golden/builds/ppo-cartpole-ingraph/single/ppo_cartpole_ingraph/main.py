@@ -43,6 +43,7 @@ RUN = RunConfig(
     tensorboard=True,
     episode_capacity=256,
     run_root="runs",
+    threaded_roles=(),
     metric_names=METRICS,
 )
 ROLES = {0: "main"}  # rank -> role

@@ -44,6 +44,7 @@ RUN = RunConfig(
     tensorboard=True,
     episode_capacity=512,
     run_root="runs",
+    threaded_roles=(),
     metric_names=METRICS,
 )
 ROLES = {0: "main"}  # rank -> role

@@ -48,6 +48,7 @@ RUN = RunConfig(
     tensorboard=True,
     episode_capacity=1,
     run_root="runs",
+    threaded_roles=("learner",),
     metric_names=METRICS,
 )
 ROLES = {0: "learner", 1: "actor"}  # rank -> role

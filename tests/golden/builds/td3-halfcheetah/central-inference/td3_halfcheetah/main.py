@@ -47,6 +47,7 @@ RUN = RunConfig(
     tensorboard=True,
     episode_capacity=1,
     run_root="runs",
+    threaded_roles=("learner",),
     metric_names=METRICS,
 )
 ROLES = {0: "learner", 1: "env"}  # rank -> role
