@@ -155,6 +155,11 @@ class ActionPlan:
     high: tuple[float, ...] | None = None
 
 
+#: Metadata of an optional field that plan.json leaves out while it is unset (None), so
+#: that builds without the feature keep their plan.json as it was.
+OPTIONAL = {"omit_none": True}
+
+
 @dataclass(frozen=True)
 class EnvPlan:
     id: str | None
@@ -162,11 +167,7 @@ class EnvPlan:
     factory: str | None
     kwargs: dict[str, Any]
     max_episode_steps: int | None
-
-
-#: Metadata of an optional field that plan.json leaves out while it is unset (None), so
-#: that builds without the feature keep their plan.json as it was.
-OPTIONAL = {"omit_none": True}
+    wrappers: tuple[dict[str, Any], ...] | None = field(default=None, metadata=OPTIONAL)  # env.wrappers, if any
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from rlgen.dsl.catalog import KNOWN_ENVS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
+from rlgen.dsl.wrappers import apply, problem
 
 
 def quiet_mujoco(env_id: str | None) -> None:
@@ -69,7 +70,17 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
                 "declare them: `spaces: {observation: {shape: [4]}, action: {n: 2}}`",
             )
         ]
-    if env.id in KNOWN_ENVS:
+    if any(w.custom for w in env.wrappers):
+        return None, [
+            error(
+                "E405",
+                ("env", "wrappers"),
+                "a custom wrapper may change the env's spaces, and it is imported only by `rlgen run`: "
+                "the generated code needs the spaces the loop sees",
+                "declare the wrapped env's spaces: `spaces: {observation: {shape: [4]}, action: {n: 2}}`",
+            )
+        ]
+    if env.id in KNOWN_ENVS and not env.wrappers:
         known = KNOWN_ENVS[env.id]
         return EnvSpaces(obs or known.observation, act or known.action, known.max_episode_steps), []
     try:
@@ -87,14 +98,11 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
                 'use a gymnasium id such as CartPole-v1, or `factory: "pkg.module:make_env"` for your own env',
             )
         ]
+    if any(problem(w) for w in env.wrappers):
+        return None, []  # env_source reports them
     try:
         quiet_mujoco(env.id)
         made = gymnasium.make(env.id, **env.kwargs)
-        try:
-            o, a = _from_gym_space(made.observation_space), _from_gym_space(made.action_space)
-            limit = made.spec.max_episode_steps if made.spec else None
-        finally:
-            made.close()
     except Exception as exc:  # any failure of third-party env code becomes a finding
         return None, [
             error(
@@ -104,6 +112,24 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
                 "install what it needs, or declare `spaces:` under `env:`",
             )
         ]
+    for i, wrapper in enumerate(env.wrappers):
+        try:
+            made = apply(made, [wrapper])
+        except Exception as exc:  # a wrapper refusing this env or these arguments
+            made.close()
+            return None, [
+                error(
+                    "E411",
+                    ("env", "wrappers", i),
+                    f"`{wrapper.name}` could not wrap '{env.id}': {exc}",
+                    "check its arguments against gymnasium's documentation of the wrapper",
+                )
+            ]
+    try:
+        o, a = _from_gym_space(made.observation_space), _from_gym_space(made.action_space)
+        limit = made.unwrapped.spec.max_episode_steps if made.unwrapped.spec else None
+    finally:
+        made.close()
     if o is None or a is None:
         return None, [
             error(

@@ -16,6 +16,8 @@ from rlgen.algorithms.base import Algorithm
 from rlgen.dsl.calls import Call, CallSyntaxError, parse_call
 from rlgen.dsl.catalog import METHODS
 from rlgen.dsl.methods import Method, Param
+from rlgen.dsl.wrappers import Wrapper
+from rlgen.dsl.wrappers import parse as parse_wrappers
 
 PathT = tuple[str | int, ...]
 
@@ -86,6 +88,7 @@ class EnvSpec:
     observation: SpaceDecl | None = None
     action: SpaceDecl | None = None
     normalize: Normalize | None = None
+    wrappers: tuple[Wrapper, ...] = ()
 
 
 # --- networks -----------------------------------------------------------------
@@ -371,6 +374,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         observation=_space(spaces.get("observation")),
         action=_space(spaces.get("action")),
         normalize=_normalize(env_raw.get("normalize")),
+        wrappers=parse_wrappers(env_raw.get("wrappers", ())),
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
@@ -472,7 +476,8 @@ def resolved(spec: Spec) -> dict[str, Any]:
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action", "normalize")}
+    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action", "normalize", "wrappers")}
+    env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
     if spec.env.observation or spec.env.action:
         env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}
     if spec.env.normalize is not None:  # the gamma it uses, resolved from the learner

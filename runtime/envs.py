@@ -14,6 +14,7 @@ which values it on the reset step: the bootstrap value comes for free.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlgen.dsl.envinfo import quiet_mujoco
+from rlgen.dsl.wrappers import from_data
 
 from .networks import import_callable
 
@@ -45,6 +47,17 @@ def replica_seed(seed: int, rank: int) -> int:
     return env_seed(seed, rank, _REPLICA_STREAM)
 
 
+def make_wrappers(entries: Sequence[Mapping[str, Any]]) -> list[Callable[[gym.Env], gym.Env]]:
+    """Callables applying the spec's ``env.wrappers`` (``{"name", "kwargs"}`` entries, as in
+    ``plan.json``) to one env: ``gymnasium.wrappers.<name>(env, **kwargs)``, or a custom
+    ``"pkg.module:callable"``, imported here."""
+    out = []
+    for w in from_data(entries):
+        make = import_callable(w.name) if w.custom else getattr(gym.wrappers, w.name)
+        out.append(functools.partial(make, **w.kwargs))
+    return out
+
+
 def _takes(fn: Callable[..., Any], name: str) -> bool:
     """Whether ``fn`` accepts the keyword argument ``name`` (by name or through ``**kwargs``)."""
     params = inspect.signature(fn).parameters.values()
@@ -60,7 +73,9 @@ class VectorEnv:
     ``(seed, rank, i)``); ``"vector_entry_point"`` or ``"sync"`` force one.
     ``factory`` (``"pkg.module:callable"``) replaces ``env_id`` for custom envs.
     ``render_mode`` goes to ``gymnasium.make`` (or to a factory that takes it);
-    ``wrappers`` wrap each env in turn and make ``"auto"`` pick ``SyncVectorEnv``.
+    ``spec_wrappers`` are the spec's ``env.wrappers`` as plan data (:func:`make_wrappers`);
+    they and then ``wrappers`` (callables) wrap each env in turn, after the time limit,
+    and make ``"auto"`` pick ``SyncVectorEnv``.
 
     Completed episodes' returns and lengths are kept in :attr:`episode_returns` /
     :attr:`episode_lengths` (the last ``window``) and in :attr:`completed` (all since
@@ -80,6 +95,7 @@ class VectorEnv:
         window: int = 100,
         render_mode: str | None = None,
         wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+        spec_wrappers: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         if (env_id is None) == (factory is None):
             raise ValueError("give exactly one of env_id and factory")
@@ -87,7 +103,8 @@ class VectorEnv:
         kwargs = dict(kwargs or {})
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
-        self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, list(wrappers))
+        wrap = [*make_wrappers(spec_wrappers), *wrappers]
+        self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, wrap)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         box = isinstance(self.action_space, gym.spaces.Box)

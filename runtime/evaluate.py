@@ -25,7 +25,8 @@ def evaluate(
 ) -> np.ndarray:
     """Returns of ``episodes`` complete episodes of ``act`` on envs made from ``env``.
 
-    ``env`` holds ``id``/``factory``/``kwargs``/``max_episode_steps`` as in the spec.
+    ``env`` holds ``id``/``factory``/``kwargs``/``max_episode_steps`` and ``wrappers`` as in
+    the spec (the loop's observations are the wrapped env's).
     The envs are seeded apart from training's (rank ``1 << 16``), and only the first
     episode of each env counts, so every episode starts from a fresh seeded reset.
     With ``video`` (a folder), the episodes run one after another on one env that
@@ -41,6 +42,7 @@ def evaluate(
         factory=env.get("factory"),
         kwargs=env.get("kwargs") or {},
         max_episode_steps=env.get("max_episode_steps"),
+        spec_wrappers=env.get("wrappers") or (),
         **({} if video is None else _recording(env, video, name)),
     )
     returns: list[float] = []

@@ -210,11 +210,13 @@ class _Job:
         self.board = Switchboard(bind, beat=BEAT_S if self.spans_hosts else 0.0)
         self.log_path = run_dir / "ranks" / "launch.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # the build's package, then the directory rlgen runs from (where a spec's custom parts --
+        # env factory, wrappers, networks, components -- are importable under `single`, as
+        # `python -m` puts it on the path), then the user's own path
+        path = [str(info.build_dir.resolve()), os.getcwd(), os.environ.get("PYTHONPATH", "")]
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(info.build_dir.resolve()), os.environ.get("PYTHONPATH", "")]).rstrip(
-                os.pathsep
-            ),
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in path if p)),
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "PYTHONUNBUFFERED": "1",
             # Horovod's background cycle bounds each collective's latency; 0.2 ms instead of its

@@ -239,6 +239,7 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
             "factory": spec.env.factory,
             "kwargs": dict(spec.env.kwargs),
             "max_episode_steps": spec.env.max_episode_steps,
+            **({"wrappers": [w.as_data() for w in spec.env.wrappers]} if spec.env.wrappers else {}),
             "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],
         },
         stop_mean_return=train.stop.mean_return,

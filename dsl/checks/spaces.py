@@ -8,6 +8,7 @@ from rlgen.algorithms import ALGORITHMS
 from rlgen.dsl.catalog import TF_ENVS
 from rlgen.dsl.checks import Context, Finding, check, error
 from rlgen.dsl.diagnostics import quote_list
+from rlgen.dsl.wrappers import problem
 
 CONTINUOUS_DISTRIBUTIONS = ("gaussian", "squashed_gaussian", "deterministic")
 CONTINUOUS_LEARNERS = [kind for kind, algo in ALGORITHMS.items() if not algo.discrete_actions]
@@ -15,10 +16,12 @@ CONTINUOUS_LEARNERS = [kind for kind, algo in ALGORITHMS.items() if not algo.dis
 
 @check
 def env_source(ctx: Context) -> Iterator[Finding]:
-    """The env has an ``id`` or a ``factory``, and an in-graph backend exists for it.
+    """The env has an ``id`` or a ``factory``, an in-graph backend exists for it, and its
+    wrappers are gymnasium's and take the arguments given.
 
     ```yaml
     env: {id: LunarLander-v3, backend: tensorflow}   # E404: no in-graph LunarLander
+    env: {id: CartPole-v1, wrappers: [FrameStack]}    # E411: not a gymnasium wrapper
     ```
     """
     env = ctx.spec.env
@@ -36,14 +39,18 @@ def env_source(ctx: Context) -> Iterator[Finding]:
             "give either `id` or `factory`, not both",
             "`factory` makes a custom env; remove `id`, or remove `factory` to use gymnasium",
         )
-    if env.backend == "tensorflow" and (env.kwargs or env.factory):
+    if env.backend == "tensorflow" and (env.kwargs or env.factory or env.wrappers):
         yield error(
             "E407",
-            ("env", "kwargs" if env.kwargs else "factory"),
-            "an in-graph (backend: tensorflow) env takes no kwargs or factory: it is gymnasium's default "
-            "env rewritten in TensorFlow",
+            ("env", "kwargs" if env.kwargs else "factory" if env.factory else "wrappers"),
+            "an in-graph (backend: tensorflow) env takes no kwargs, factory or wrappers: it is gymnasium's "
+            "default env rewritten in TensorFlow",
             "remove them, or use `backend: gymnasium`",
         )
+    for i, wrapper in enumerate(env.wrappers):
+        found = problem(wrapper)
+        if found:
+            yield error("E411", ("env", "wrappers", i), *found)
     if env.backend == "tensorflow" and env.id not in TF_ENVS:
         yield error(
             "E404",
