@@ -8,7 +8,7 @@ from rlgen.dsl.catalog import KNOWN_ENVS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
-from rlgen.dsl.wrappers import apply, problem
+from rlgen.dsl.wrappers import problem, wrapper_class
 
 
 def quiet_mujoco(env_id: str | None) -> None:
@@ -114,7 +114,7 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         ]
     for i, wrapper in enumerate(env.wrappers):
         try:
-            made = apply(made, [wrapper])
+            made = wrapper_class(wrapper)(made, **wrapper.kwargs)
         except Exception as exc:  # a wrapper refusing this env or these arguments
             made.close()
             return None, [

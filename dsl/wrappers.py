@@ -121,12 +121,9 @@ def problem(wrapper: Wrapper) -> tuple[str, str] | None:
     return None
 
 
-def apply(env: Any, wrappers: Sequence[Wrapper]) -> Any:
-    """``env`` wrapped by the gymnasium wrappers in order (custom ones are not imported here)."""
-    known = gymnasium_wrappers()
-    for w in wrappers:
-        env = known[w.name](env, **w.kwargs)
-    return env
+def wrapper_class(wrapper: Wrapper) -> type:
+    """The ``gymnasium.wrappers`` class a non-custom entry names (one :func:`problem` accepts)."""
+    return gymnasium_wrappers()[wrapper.name]
 
 
-__all__ = ["REFUSED", "Wrapper", "apply", "from_data", "gymnasium_wrappers", "parse", "problem"]
+__all__ = ["REFUSED", "Wrapper", "from_data", "gymnasium_wrappers", "parse", "problem", "wrapper_class"]

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rlgen.dsl.envinfo import quiet_mujoco
-from rlgen.dsl.wrappers import from_data
+from rlgen.dsl.wrappers import from_data, wrapper_class
 
 from .networks import import_callable
 
@@ -53,7 +53,7 @@ def make_wrappers(entries: Sequence[Mapping[str, Any]]) -> list[Callable[[gym.En
     ``"pkg.module:callable"``, imported here."""
     out = []
     for w in from_data(entries):
-        make = import_callable(w.name) if w.custom else getattr(gym.wrappers, w.name)
+        make = import_callable(w.name) if w.custom else wrapper_class(w)
         out.append(functools.partial(make, **w.kwargs))
     return out
 
