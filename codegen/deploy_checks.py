@@ -15,8 +15,9 @@ from rlgen.dsl.spec import Spec
 
 _DEPLOY = ("deploy",)
 #: Policies whose ranks each hold their envs and the policy they act with, in one process, so
-#: that normalisation statistics live beside both (merged over ranks under multi-learner).
-NORMALIZE_POLICIES = ("single", "multi-learner")
+#: that normalisation statistics live beside both (merged over ranks under multi-learner; sent
+#: to the learner with the rollouts, and back with the weights, under the actors policies).
+NORMALIZE_POLICIES = ("single", "multi-learner", "actors-learner", "async-actors")
 
 
 def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
@@ -88,7 +89,7 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             "E607",
             (*_DEPLOY, "policy"),
             f"`env.normalize` runs under {quote_list(NORMALIZE_POLICIES)} for now, not '{policy.name}': "
-            "its envs and the policy it exports are not in one process, so their statistics would differ",
+            "its envs step in other processes than the policy that acts on their observations",
             f"use {quote_list(NORMALIZE_POLICIES)}, or remove `normalize`",
         )
     env_workers = policy.env_workers(workers)

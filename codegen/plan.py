@@ -174,8 +174,8 @@ class EnvPlan:
 class NormalizePlan:
     """Observation and reward normalisation (``$.env.normalize``) in a fragment: the compute
     fragment that ``holds`` the statistics (a ``Normalizer``; in-graph when it steps its env),
-    or the env fragment that applies the one it is given. ``distributed``: merged over ranks
-    once per iteration (multi-learner)."""
+    or the env fragment that applies the one it is given. ``distributed``: counted as pending,
+    merged over ranks once per iteration (multi-learner) or by the learner (``exchange``)."""
 
     obs: bool
     reward: bool
@@ -185,6 +185,10 @@ class NormalizePlan:
     gamma: float
     distributed: bool = False
     holds: bool = True
+    # across an experience cut: "actor" sends its pending statistics with its rollouts and
+    # adopts those pulled with the weights; "learner" merges them and publishes its own
+    exchange: str | None = field(default=None, metadata=OPTIONAL)
+    sums: int | None = field(default=None, metadata=OPTIONAL)  # length of an actor's row of sums
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,7 @@ class NormalizeRef:
     holder: str
     env: str | None = None
     sync: bool = False
+    exchange: str | None = field(default=None, metadata=OPTIONAL)  # the holder's NormalizePlan.exchange
 
 
 @dataclass(frozen=True)

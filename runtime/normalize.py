@@ -17,7 +17,10 @@ the variables by :meth:`Normalizer.sync` at the end of every iteration). Under
 :class:`RunningMeanStd` and normalises with the shared statistics; once per iteration
 :meth:`Normalizer.sync` sums every rank's pending count, mean and M2 with one allreduce and
 merges the total into the shared statistics, so that every rank holds (and normalises with)
-the same numbers at all times.
+the same numbers at all times. Under ``actors-learner`` and ``async-actors`` the actors'
+pending statistics travel to the learner with each rollout and the learner's merged ones back
+with the weights (:meth:`Normalizer.take_pending`, :meth:`Normalizer.merge_received`,
+:meth:`Normalizer.adopt`): an actor normalises with statistics as old as its weights.
 """
 
 from __future__ import annotations
@@ -200,26 +203,40 @@ class Normalizer(tf.Module):
 
             if host is None:  # the statistics live in the graph
                 host = _HostState(self)
-            parts = []
-            for key in ("obs", "ret"):
-                n, mean, var = host.pending[key]
-                mean, var = np.ravel(mean), np.ravel(var)
-                parts.append(np.concatenate([[n], n * mean, n * (var + np.square(mean))]))
-            total = comm.allreduce_sum(np.concatenate(parts), name="normalize")
-            offset = 0
-            for key, shape in (("obs", self.obs_shape), ("ret", ())):
-                size = int(np.prod(shape, dtype=np.int64))
-                n = float(total[offset])
-                s1 = total[offset + 1 : offset + 1 + size]
-                s2 = total[offset + 1 + size : offset + 1 + 2 * size]
-                offset += 1 + 2 * size
-                if n > 0:
-                    mean = s1 / n
-                    var = np.maximum(s2 / n - np.square(mean), 0.0)
-                    host.stats[key] = merge_moments(host.stats[key], (n, mean.reshape(shape), var.reshape(shape)))
-                host.pending[key] = (0.0, np.zeros(shape), np.zeros(shape))
+            host.merge_sums(comm.allreduce_sum(host.take_sums(), name="normalize"))
         if host is not None:
             host.store(self)
+
+    # --- exchanged with a learner in another process (actors-learner, async-actors) ----------
+    # An actor normalises with the learner's statistics as last pulled with the weights, and
+    # sends what its envs saw since its last message (as sums, see sums_size) with every
+    # rollout; the learner merges those into its statistics, which it publishes with the
+    # weights, checkpoints and exports.
+    @property
+    def sums_size(self) -> int:
+        """Length of the vector :meth:`take_pending` returns: for observations and then returns,
+        a count, then a sum and a sum of squares per element."""
+        return 4 + 2 * int(np.prod(self.obs_shape, dtype=np.int64))
+
+    def take_pending(self) -> np.ndarray:
+        """What this actor's envs saw since the last call, as a ``[1, sums_size]`` row of sums
+        (summed over actors, they merge as one batch); the pending statistics start again."""
+        host = self._host if self._host is not None else _HostState(self)
+        sums = host.take_sums()
+        if self._host is None:  # in-graph envs: clear the pending variables
+            host.store(self)
+        return sums[None, :]
+
+    def merge_received(self, sums: np.ndarray) -> None:
+        """Learner: merge the actors' rows of :meth:`take_pending` (``[senders, sums_size]``)."""
+        host = _HostState(self)
+        host.merge_sums(np.sum(sums, axis=0))
+        host.store(self)
+
+    def adopt(self) -> None:
+        """Actor: after the variables were loaded with the learner's statistics, normalise with them."""
+        if self._host is not None:
+            self._host.stats = {"obs": _read(self.obs_rms), "ret": _read(self.ret_rms)}
 
     def statistics(self) -> list[tf.Variable]:
         """The shared statistics (count, mean, var of observations, then of returns): what every
@@ -245,18 +262,45 @@ class NormalizedPolicy(tf.Module):
         return self.policy.act(self.normalizer.normalize_obs(obs), deterministic)
 
 
+def _read(rms: RunningMeanStd) -> tuple[float, np.ndarray, np.ndarray]:
+    return float(rms.count.numpy()), rms.mean.numpy(), rms.var.numpy()
+
+
 class _HostState:
     """NumPy copies of a :class:`Normalizer`'s statistics (``(count, mean, var)`` per key:
-    ``obs`` and ``ret``), its pending ones under multi-learner, and the per-env returns."""
+    ``obs`` and ``ret``), its pending ones when they are merged elsewhere, and the per-env returns."""
 
     def __init__(self, norm: Normalizer) -> None:
-        def read(rms: RunningMeanStd) -> tuple[float, np.ndarray, np.ndarray]:
-            return float(rms.count.numpy()), rms.mean.numpy(), rms.var.numpy()
-
         self.distributed = norm.distributed
-        self.stats = {"obs": read(norm.obs_rms), "ret": read(norm.ret_rms)}
-        self.pending = {"obs": read(norm.obs_pending), "ret": read(norm.ret_pending)} if norm.distributed else {}
+        self.shapes = {"obs": norm.obs_shape, "ret": ()}
+        self.stats = {"obs": _read(norm.obs_rms), "ret": _read(norm.ret_rms)}
+        self.pending = {"obs": _read(norm.obs_pending), "ret": _read(norm.ret_pending)} if norm.distributed else {}
         self.returns = norm.returns.numpy().copy()
+
+    def take_sums(self) -> np.ndarray:
+        """The pending statistics as additive sums (count, then ``count * mean`` and
+        ``count * (var + mean**2)`` per element; observations, then returns); cleared."""
+        parts = []
+        for key, shape in self.shapes.items():
+            n, mean, var = self.pending[key]
+            mean, var = np.ravel(mean), np.ravel(var)
+            parts.append(np.concatenate([[n], n * mean, n * (var + np.square(mean))]))
+            self.pending[key] = (0.0, np.zeros(shape), np.zeros(shape))
+        return np.concatenate(parts)
+
+    def merge_sums(self, total: np.ndarray) -> None:
+        """Merge sums as :meth:`take_sums` writes them (of any number of ranks, added) as one batch."""
+        offset = 0
+        for key, shape in self.shapes.items():
+            size = int(np.prod(shape, dtype=np.int64))
+            n = float(total[offset])
+            s1 = total[offset + 1 : offset + 1 + size]
+            s2 = total[offset + 1 + size : offset + 1 + 2 * size]
+            offset += 1 + 2 * size
+            if n > 0:
+                mean = s1 / n
+                var = np.maximum(s2 / n - np.square(mean), 0.0)
+                self.stats[key] = merge_moments(self.stats[key], (n, mean.reshape(shape), var.reshape(shape)))
 
     def observe(self, key: str, x: np.ndarray) -> None:
         x = np.asarray(x, np.float64)

@@ -144,6 +144,40 @@ def test_host_and_graph_normalisation_agree_with_vec_normalize():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10)
 
 
+def test_actors_send_what_their_envs_saw_and_normalise_with_what_the_learner_merged():
+    """actors-learner and async-actors: two actors (one stepping on the host, one in the graph)
+    send their pending statistics; the learner's merge equals statistics over every env; an
+    actor that adopts the learner's statistics normalises with them, and sends only what is new."""
+    import tensorflow as tf
+
+    from rlgen.runtime.normalize import Normalizer, RunningMeanStd
+
+    obs, rew, term, trunc = random_steps(steps=10, envs=6)
+    host, graph = (Normalizer((4,), 3, gamma=0.9, distributed=True) for _ in range(2))
+    learner = Normalizer((4,), 6, gamma=0.9)
+    host.reset(obs[0][:3])
+    graph.observe_reset(tf.constant(obs[0][3:]))
+    for t in range(len(rew)):
+        host.step(obs[t + 1][:3], rew[t][:3], term[t][:3], trunc[t][:3])
+        graph.observe_step(*(tf.constant(x[3:]) for x in (obs[t + 1], rew[t], term[t], trunc[t])))
+    rows = np.concatenate([host.take_pending(), graph.take_pending()])
+    assert rows.shape == (2, host.sums_size)
+    learner.merge_received(rows)
+    everything = RunningMeanStd((4,))  # SB3's prior count, then every observation of the 6 envs
+    everything.update(np.concatenate(obs))
+    for got, want in zip(learner.obs_rms.variables_in_order(), everything.variables_in_order(), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9)
+    assert learner.ret_rms.count.numpy() == pytest.approx(6 * 10 + 1e-4)
+    assert host.take_pending()[0, 0] == graph.take_pending()[0, 0] == 0.0  # nothing new since
+    for theirs, mine in zip(learner.statistics(), host.statistics(), strict=True):  # a pull
+        mine.assign(theirs)
+    host.adopt()
+    mean, var = learner.obs_rms.mean.numpy(), learner.obs_rms.var.numpy()
+    got, _ = host.step(obs[1][:3], rew[0][:3], term[0][:3], trunc[0][:3])
+    np.testing.assert_allclose(got, np.clip((obs[1][:3] - mean) / np.sqrt(var + 1e-8), -10, 10), rtol=1e-5)
+    assert host.take_pending()[0, 0] == 3.0  # the one new step of its 3 envs
+
+
 def test_partial_normalisation_leaves_the_other_part_alone():
     from rlgen.runtime.normalize import Normalizer
 
@@ -209,10 +243,15 @@ def test_normalize_defaults_match_the_schema_and_resolve_with_the_learners_gamma
     assert "normalize" not in plain["env"]
 
 
-@pytest.mark.parametrize(("policy", "workers"), [("single", 1), ("multi-learner", 2), ("actors-learner", 2)])
-def test_normalisation_validates_under_single_and_multi_learner_only(policy, workers):
-    result = validate_text(spec_text(), "n.rl.yaml", policy=policy, workers=workers)
-    assert result.ok is (policy != "actors-learner")
+POLICIES = ["single", "multi-learner", "actors-learner", "async-actors", "central-inference", "pipelined-inference"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_normalisation_validates_where_envs_and_the_acting_policy_share_a_process(policy):
+    env_cut = "  env: {at: env.step, send: [action], receive: [next_obs, reward, terminated, truncated]}\n"
+    text = spec_text().replace("partitions:\n", "partitions:\n" + env_cut)
+    result = validate_text(text, "n.rl.yaml", policy=policy, workers=1 if policy == "single" else 2)
+    assert result.ok is (policy not in ("central-inference", "pipelined-inference"))
     if not result.ok:
         assert [d.code for d in result.diagnostics if d.severity.name == "ERROR"] == ["E607"]
 
@@ -248,30 +287,41 @@ def checkpoint_statistics(run_dir: Path) -> dict[str, np.ndarray]:
     return {n.split("/")[2] + "/" + n.split("/")[3]: tf.train.load_variable(ckpt, n) for n in names}
 
 
-@pytest.mark.parametrize("backend", ["gymnasium", "tensorflow"])  # host, or in the fused iteration's graph
-def test_single_run_checkpoints_the_statistics_and_exports_a_normalising_policy(tmp_path, backend):
+def assert_exports_normalising_policy(tmp_path: Path, build: str, module: str, run_dir: Path) -> None:
+    """The exported SavedModel acts on raw observations as the checkpointed policy does on
+    observations normalised with the checkpointed statistics."""
+    import importlib
+
     import tensorflow as tf
 
+    stats = checkpoint_statistics(run_dir)
+    sys.path.insert(0, str(tmp_path / build))
+    try:
+        for name in [m for m in sys.modules if m == "normtest" or m.startswith("normtest.")]:
+            del sys.modules[name]  # another build's package of the same name
+        fragment = importlib.import_module(f"normtest.{module}")
+    finally:
+        sys.path.remove(str(tmp_path / build))
+    holder = next(getattr(fragment, n) for n in dir(fragment) if n.endswith("Fragment"))(0, 0)
+    checkpoint = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+    tf.train.Checkpoint(module=holder).restore(checkpoint).expect_partial()
+    raw = np.array([[0.9, -0.4, 3.0], [-0.2, 0.98, -6.0]], np.float32)
+    normalised = np.clip((raw - stats["obs_rms/mean"]) / np.sqrt(stats["obs_rms/var"] + 1e-8), -10, 10)
+    expected = holder.actor.act(tf.constant(normalised, tf.float32), deterministic=True)[0].numpy()
+    model = tf.saved_model.load(str(run_dir / "policy"))  # kept: its functions use its variables
+    exported = model.act(tf.constant(raw)).numpy()
+    np.testing.assert_allclose(exported, expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(exported, holder.actor.act(tf.constant(raw), deterministic=True)[0].numpy())
+
+
+@pytest.mark.parametrize("backend", ["gymnasium", "tensorflow"])  # host, or in the fused iteration's graph
+def test_single_run_checkpoints_the_statistics_and_exports_a_normalising_policy(tmp_path, backend):
     run_dir = run(tmp_path, spec_text().replace("num_envs: 4,", f"num_envs: 4, backend: {backend},"), "single")
     stats = checkpoint_statistics(run_dir)
     # 4 envs: one reset and 2 x 32 steps each, after SB3's prior count of 1e-4
     assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
     assert stats["ret_rms/count"] == pytest.approx(4 * 64 + 1e-4)
-    # the exported SavedModel normalises raw observations itself
-    build = tmp_path / "build-single"
-    sys.path.insert(0, str(build))
-    try:
-        from normtest.agent import AgentFragment
-    finally:
-        sys.path.remove(str(build))
-    agent = AgentFragment(0, 0)
-    tf.train.Checkpoint(module=agent).restore(tf.train.latest_checkpoint(str(run_dir / "checkpoints"))).expect_partial()
-    raw = np.array([[0.9, -0.4, 3.0], [-0.2, 0.98, -6.0]], np.float32)
-    normalised = np.clip((raw - stats["obs_rms/mean"]) / np.sqrt(stats["obs_rms/var"] + 1e-8), -10, 10)
-    expected = agent.actor.act(tf.constant(normalised, tf.float32), deterministic=True)[0].numpy()
-    exported = tf.saved_model.load(str(run_dir / "policy"))
-    np.testing.assert_allclose(exported.act(tf.constant(raw)).numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert not np.allclose(exported.act(tf.constant(raw)).numpy(), agent.actor.act(tf.constant(raw), True)[0].numpy())
+    assert_exports_normalising_policy(tmp_path, "build-single", "agent", run_dir)
 
 
 def test_reported_returns_stay_raw(tmp_path):
@@ -294,3 +344,31 @@ def test_multi_learner_ranks_end_with_the_same_statistics(tmp_path):
     stats = checkpoint_statistics(run_dir)
     # every rank's observations are in them: 2 ranks x 2 envs, one reset and 2 x 32 steps each
     assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
+
+
+@pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
+def test_actors_learner_merges_every_observation_its_actors_saw(tmp_path):
+    from rlgen.runtime.normalize import Normalizer
+
+    run_dir = run(tmp_path, spec_text(), "al", "--policy", "actors-learner", "--workers", "3")
+    stats = checkpoint_statistics(run_dir)
+    # 2 actors x 2 envs, one reset and 2 x 32 steps each: every rollout reached the learner
+    assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
+    assert stats["ret_rms/count"] == pytest.approx(4 * 64 + 1e-4)
+    plan = json.loads((tmp_path / "build-al" / "plan.json").read_text())
+    sums = {f["name"]: f["normalize"].get("sums") for f in plan["fragments"] if f.get("normalize")}
+    size = Normalizer((3,), 1).sums_size  # a row of an actor's sums, as both sides read it
+    assert sums == {"actor_env": None, "actor": size, "learner": size}
+    assert_exports_normalising_policy(tmp_path, "build-al", "learner", run_dir)
+
+
+@pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
+def test_async_actors_merge_the_rollouts_the_learner_took(tmp_path):
+    run_dir = run(tmp_path, spec_text(), "async", "--policy", "async-actors", "--workers", "3")
+    stats = checkpoint_statistics(run_dir)
+    # the learner took 2 rollouts per iteration, from whichever actor came first: 2 envs x 32
+    # steps each, plus its 2 envs' first observations for an actor's first rollout
+    assert stats["ret_rms/count"] == pytest.approx(4 * 64 + 1e-4)
+    resets = stats["obs_rms/count"] - stats["ret_rms/count"]
+    assert resets == pytest.approx(2) or resets == pytest.approx(4)
+    assert_exports_normalising_policy(tmp_path, "build-async", "learner", run_dir)

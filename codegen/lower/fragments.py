@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
@@ -11,6 +12,7 @@ from rlgen.codegen.lower.boundary import Group, boundary
 from rlgen.codegen.lower.components import action_plan, components_of, gaussian, lower_components
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import (
+    BoundaryPlan,
     CallPlan,
     EnvPlan,
     FragmentPlan,
@@ -65,17 +67,27 @@ def ahead_steps(fdg: FDG, ctx: Context) -> frozenset[str]:
     )
 
 
-def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment) -> NormalizePlan | None:
-    """``$.env.normalize`` in this fragment: held by the compute fragment that acts (the
-    policy's), applied by the env fragment (None: not normalised, or not this fragment's part)."""
-    norm = ctx.spec.env.normalize
-    if norm is None:
-        return None
-    acts = frag.kind == "compute" and any(
+def acts(fdg: FDG, ctx: Context, frag: Fragment) -> bool:
+    """Whether the fragment is a compute fragment holding a policy (it holds the normaliser)."""
+    return frag.kind == "compute" and any(
         ctx.spec.components[c].kind == "policy" for c in components_of(fdg, ctx, frag)
     )
-    if frag.kind != "env" and not acts:
+
+
+def normalize_plan(
+    fdg: FDG, ctx: Context, frag: Fragment, bounds: tuple[BoundaryPlan, ...]
+) -> NormalizePlan | None:
+    """``$.env.normalize`` in this fragment: held by the compute fragment that acts (the
+    policy's), applied by the env fragment (None: not normalised, or not this fragment's part).
+    Across an experience cut the statistics travel with the rollouts and the weights: the
+    fragment that pulls weights is an actor's, the one that publishes them the learner's."""
+    norm = ctx.spec.env.normalize
+    if norm is None or (frag.kind != "env" and not acts(fdg, ctx, frag)):
         return None
+    kinds = {b.kind for b in bounds}
+    exchange = None
+    if frag.kind != "env" and fdg.cut == "experience":
+        exchange = "actor" if "pull" in kinds else "learner" if "publish" in kinds else None
     return NormalizePlan(
         obs=norm.obs,
         reward=norm.reward,
@@ -83,8 +95,10 @@ def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment) -> NormalizePlan | No
         clip_reward=float(norm.clip_reward),
         epsilon=float(norm.epsilon),
         gamma=normalize_gamma(ctx.spec),
-        distributed=fdg.cut == "gradients" and len(fdg.ranks) > 1,
+        distributed=(fdg.cut == "gradients" and len(fdg.ranks) > 1) or exchange == "actor",
         holds=frag.kind != "env",
+        exchange=exchange,
+        sums=4 + 2 * math.prod(ctx.spaces.observation.shape) if exchange else None,
     )
 
 
@@ -94,6 +108,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
     act = ctx.spaces.action
     env = spec.env
     ahead = ahead_steps(fdg, ctx)
+    bounds = boundary(fdg, frag, groups, ctx.policy.env_groups)
     return FragmentPlan(
         name=frag.name,
         class_name=class_name(frag.name),
@@ -121,11 +136,11 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         steps=tuple(_step(fdg, ctx, frag, s, ahead) for s in frag.steps),
         carried=_carried(fdg, frag),
         episode_capacity=steps_per_iteration(ctx),  # enough for one iteration's episodes
-        boundary=boundary(fdg, frag, groups, ctx.policy.env_groups),
+        boundary=bounds,
         env_groups=ctx.policy.env_groups if frag.kind == "env" else 1,
         inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
-        normalize=normalize_plan(fdg, ctx, frag),
+        normalize=normalize_plan(fdg, ctx, frag, bounds),
     )
 
 

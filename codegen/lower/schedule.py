@@ -7,7 +7,7 @@ import dataclasses
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
-from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
+from rlgen.codegen.lower.fragments import acts, class_name, follows_progress, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizeRef, Op, RolePlan, RunPlan
 
@@ -90,9 +90,13 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
     metrics = _metrics_of(fdg, learner) if learner else None
     all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)] + ops_at.get("end", [])
     normalize = None
-    if ctx.spec.env.normalize is not None and learner is not None:
+    holder = learner or next((f for f in frags if acts(fdg, ctx, f)), None)  # or an actor's
+    if ctx.spec.env.normalize is not None and holder is not None:
         env_frag = next((f.name for f in frags if f.kind == "env"), None)
-        normalize = NormalizeRef(learner.name, env_frag, fdg.cut == "gradients" and len(fdg.ranks) > 1)
+        exchange = None
+        if fdg.cut == "experience":  # the role's side of the statistics' exchange (see normalize_plan)
+            exchange = "learner" if holder is learner else "actor"
+        normalize = NormalizeRef(holder.name, env_frag, fdg.cut == "gradients" and len(fdg.ranks) > 1, exchange)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
