@@ -70,10 +70,29 @@ def test_the_homes_import_without_tensorflow() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_a_wheel_ships_every_home() -> None:
-    import configparser
+def test_a_wheel_ships_every_package_and_home(tmp_path) -> None:
+    """A real wheel, built from a copy of the sources as `pip install .` builds it, holds every
+    sub-package (each algorithm home among them) with its templates and the schema."""
+    import shutil
+    import zipfile
 
-    cfg = configparser.ConfigParser()
-    cfg.read(SCHEMA.parent.parent / "setup.cfg")
-    packages = cfg["options"]["packages"].split()
-    assert {f"rlgen.algorithms.{kind}" for kind in ALGORITHMS} <= set(packages), "list the home in setup.cfg"
+    root = SCHEMA.parent.parent
+    source = tmp_path / "src"
+    skip = shutil.ignore_patterns(".*", "__pycache__", "build", "runs", "tests", "benchmarks", "*.egg-info")
+    shutil.copytree(root, source, ignore=skip)
+    packages = [p.parent.relative_to(source).as_posix() for p in source.rglob("__init__.py") if p.parent != source]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=source,
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("rlgen-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert len(packages) > len(ALGORITHMS)
+    for package in packages:
+        assert f"rlgen/{package}/__init__.py" in names, f"the wheel lacks {package}"
+    for kind in ALGORITHMS:
+        assert {f"rlgen/algorithms/{kind}/{f}" for f in ("__init__.py", "learner.py", "fragment.j2")} <= names
+    assert "rlgen/templates/main.py.j2" in names and "rlgen/schemas/rlgen.schema.json" in names
+    assert not any(n.startswith(("rlgen/tests/", "rlgen/benchmarks/")) for n in names)
