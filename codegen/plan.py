@@ -189,6 +189,8 @@ class NormalizePlan:
     # adopts those pulled with the weights; "learner" merges them and publishes its own
     exchange: str | None = field(default=None, metadata=OPTIONAL)
     sums: int | None = field(default=None, metadata=OPTIONAL)  # length of an actor's row of sums
+    # an off-policy learner's: envs only count, the acting policy and each replay sample normalise
+    at_use: bool | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

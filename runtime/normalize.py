@@ -162,36 +162,63 @@ class Normalizer(tf.Module):
     def reset(self, obs: np.ndarray) -> np.ndarray:
         """First observations of every env (NumPy): counted, then normalised; returns start at 0.
         Takes the statistics from the variables (restored from a checkpoint on resume)."""
-        host = self._host = _HostState(self)
-        host.returns[:] = 0.0
-        if self.norm_obs:
-            host.observe("obs", obs)
-        return self._normalize_obs_np(obs)
+        self.count_reset(obs)
+        return self._normalize_obs_np(obs, self._host.stats["obs"])
 
     def step(
         self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """One vector step in NumPy: statistics updated, then ``(obs, reward)`` normalised."""
+        self.count_step(obs, reward, terminated, truncated)
+        stats = self._host.stats
+        return self._normalize_obs_np(obs, stats["obs"]), self._normalize_reward_np(reward, stats["ret"])
+
+    # An off-policy learner's envs only count (count_reset, count_step): its replay keeps what
+    # the envs returned, the acting policy normalises its input (normalize_obs) and each sample
+    # is normalised with the statistics as they are when it is drawn (normalize_sampled), as
+    # SB3's off-policy algorithms do with a VecNormalize env.
+    def count_reset(self, obs: np.ndarray) -> None:
+        """First observations of every env (NumPy), counted; returns start at 0."""
+        host = self._host = _HostState(self)
+        host.returns[:] = 0.0
+        if self.norm_obs:
+            host.observe("obs", obs)
+
+    def count_step(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """One vector step (NumPy), counted: the observations, and the discounted returns."""
         host = self._host
         if host is None:
             raise RuntimeError("Normalizer.step before reset")
         if self.norm_obs:
             host.observe("obs", obs)
-        reward = np.asarray(reward, np.float32)
         if self.norm_reward:
-            host.returns = host.returns * self.gamma + reward
+            host.returns = host.returns * self.gamma + np.asarray(reward, np.float32)
             host.observe("ret", host.returns)
             host.returns[np.logical_or(terminated, truncated)] = 0.0
-            ret_var = host.stats["ret"][2]
-            reward = np.clip(reward / np.sqrt(ret_var + self.epsilon), -self.clip_reward, self.clip_reward)
-        return self._normalize_obs_np(obs), reward.astype(np.float32)
 
-    def _normalize_obs_np(self, obs: np.ndarray) -> np.ndarray:
+    def normalize_sampled(self, batch: Any) -> Any:
+        """A replay sample of raw transitions (``obs``, ``rewards``, ``next_obs`` fields)
+        normalised with the statistics as they are now."""
+        stats = self._host.stats if self._host is not None else {"obs": _read(self.obs_rms), "ret": _read(self.ret_rms)}
+        return batch._replace(
+            obs=self._normalize_obs_np(batch.obs, stats["obs"]),
+            rewards=self._normalize_reward_np(batch.rewards, stats["ret"]),
+            next_obs=self._normalize_obs_np(batch.next_obs, stats["obs"]),
+        )
+
+    def _normalize_obs_np(self, obs: np.ndarray, stats: tuple[float, np.ndarray, np.ndarray]) -> np.ndarray:
         obs = np.asarray(obs, np.float32)
         if not self.norm_obs:
             return obs
-        _, mean, var = self._host.stats["obs"]
+        _, mean, var = stats
         return np.clip((obs - mean) / np.sqrt(var + self.epsilon), -self.clip_obs, self.clip_obs).astype(np.float32)
+
+    def _normalize_reward_np(self, reward: np.ndarray, stats: tuple[float, np.ndarray, np.ndarray]) -> np.ndarray:
+        reward = np.asarray(reward, np.float32)
+        if not self.norm_reward:
+            return reward
+        scaled = np.clip(reward / np.sqrt(stats[2] + self.epsilon), -self.clip_reward, self.clip_reward)
+        return scaled.astype(np.float32)
 
     def sync(self) -> None:
         """At the end of each iteration, on every rank: under multi-learner, merge every rank's

@@ -178,6 +178,43 @@ def test_actors_send_what_their_envs_saw_and_normalise_with_what_the_learner_mer
     assert host.take_pending()[0, 0] == 3.0  # the one new step of its 3 envs
 
 
+def test_off_policy_envs_count_and_samples_are_normalised_with_the_statistics_as_they_are():
+    """An off-policy learner's envs only count (the statistics equal those of the normalising
+    path), and a replay sample of raw transitions is normalised with the current statistics."""
+    from rlgen.runtime.normalize import Normalizer
+    from rlgen.runtime.replay import Transitions
+
+    obs, rew, term, trunc = random_steps()
+    normalising, counting = Normalizer((4,), 3, gamma=0.9), Normalizer((4,), 3, gamma=0.9)
+    normalising.reset(obs[0])
+    counting.count_reset(obs[0])
+    for t in range(len(rew)):
+        normalising.step(obs[t + 1], rew[t], term[t], trunc[t])
+        counting.count_step(obs[t + 1], rew[t], term[t], trunc[t])
+    normalising.sync()
+    (_, mean, var), (_, _, ret_var) = counting._host.stats["obs"], counting._host.stats["ret"]
+    raw = Transitions(
+        np.stack(obs[:8]), np.zeros((8, 3, 1), np.float32), np.stack(rew[:8]), np.stack(obs[1:9]), np.zeros((8, 3))
+    )
+    sample = counting.normalize_sampled(raw)
+
+    def scaled(x):
+        return np.clip((x - mean) / np.sqrt(var + 1e-8), -10, 10)
+
+    np.testing.assert_allclose(sample.obs, scaled(raw.obs), rtol=1e-5)
+    np.testing.assert_allclose(sample.next_obs, scaled(raw.next_obs), rtol=1e-5)
+    np.testing.assert_allclose(sample.rewards, np.clip(raw.rewards / np.sqrt(ret_var + 1e-8), -10, 10), rtol=1e-5)
+    assert sample.actions is raw.actions and sample.terminated is raw.terminated
+    counting.sync()
+    for a, b in zip(normalising.statistics(), counting.statistics(), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10)
+    # where no env steps (a learner in another process) the variables are the statistics
+    learner = Normalizer((4,), 3, gamma=0.9)
+    for mine, theirs in zip(learner.statistics(), counting.statistics(), strict=True):
+        mine.assign(theirs)
+    np.testing.assert_allclose(learner.normalize_sampled(raw).obs, sample.obs, rtol=1e-6)
+
+
 def test_partial_normalisation_leaves_the_other_part_alone():
     from rlgen.runtime.normalize import Normalizer
 
@@ -344,6 +381,36 @@ def test_multi_learner_ranks_end_with_the_same_statistics(tmp_path):
     stats = checkpoint_statistics(run_dir)
     # every rank's observations are in them: 2 ranks x 2 envs, one reset and 2 x 32 steps each
     assert stats["obs_rms/count"] == pytest.approx(4 * (1 + 64) + 1e-4)
+
+
+def off_policy_spec(example: str) -> str:
+    """An example with normalisation, learning from its 200th env step."""
+    text = (ROOT / "examples" / f"{example}.rl.yaml").read_text()
+    return text.replace("\n  num_envs: 1", "\n  normalize: true\n  num_envs: 1", 1)
+
+
+@pytest.mark.parametrize(
+    "policy", ["single", pytest.param("actors-learner", marks=pytest.mark.skipif(not HOROVOD, reason="no horovodrun"))]
+)
+def test_sac_counts_every_step_samples_normalised_and_exports_a_normalising_policy(tmp_path, policy):
+    text = off_policy_spec("sac-pendulum").replace("name: sac-pendulum", "name: normtest")
+    args = ("--policy", policy, "--workers", "1" if policy == "single" else "2", "--set", "loop.learn.after=100")
+    run_dir = run(tmp_path, text, "sac", *args, iterations=300)
+    stats = checkpoint_statistics(run_dir)
+    assert stats["obs_rms/count"] == pytest.approx(1 + 300 + 1e-4)  # one env: its reset, 300 steps
+    assert stats["ret_rms/count"] == pytest.approx(300 + 1e-4)
+    source = "\n".join(p.read_text() for p in (tmp_path / "build-sac" / "normtest").glob("*.py"))
+    assert "normalize_sampled(self.replay.sample_many(" in source  # the replay keeps raw transitions
+    assert "self.actor.act(self.normalizer.normalize_obs(obs)" in source
+    assert_exports_normalising_policy(tmp_path, "build-sac", "learner" if policy != "single" else "agent", run_dir)
+
+
+def test_dqn_normalises_what_its_q_network_acts_on(tmp_path):
+    run_dir = run(tmp_path, off_policy_spec("dqn-cartpole"), "dqn", iterations=2)
+    stats = checkpoint_statistics(run_dir)
+    assert stats["obs_rms/count"] == pytest.approx(1 + 2 * 256 + 1e-4)
+    source = (tmp_path / "build-dqn" / "dqn_cartpole" / "agent.py").read_text()
+    assert "self.q.act(self.normalizer.normalize_obs(obs)," in "".join(source.split())
 
 
 @pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")

@@ -68,9 +68,10 @@ def ahead_steps(fdg: FDG, ctx: Context) -> frozenset[str]:
 
 
 def acts(fdg: FDG, ctx: Context, frag: Fragment) -> bool:
-    """Whether the fragment is a compute fragment holding a policy (it holds the normaliser)."""
+    """Whether the fragment is a compute fragment holding what acts, a policy or a Q-network
+    (it holds the normaliser)."""
     return frag.kind == "compute" and any(
-        ctx.spec.components[c].kind == "policy" for c in components_of(fdg, ctx, frag)
+        ctx.spec.components[c].kind in ("policy", "qvalue") for c in components_of(fdg, ctx, frag)
     )
 
 
@@ -79,6 +80,7 @@ def normalize_plan(
 ) -> NormalizePlan | None:
     """``$.env.normalize`` in this fragment: held by the compute fragment that acts (the
     policy's), applied by the env fragment (None: not normalised, or not this fragment's part).
+    An off-policy learner's replay keeps raw transitions (``at_use``: normalised where used).
     Across an experience cut the statistics travel with the rollouts and the weights: the
     fragment that pulls weights is an actor's, the one that publishes them the learner's."""
     norm = ctx.spec.env.normalize
@@ -99,6 +101,10 @@ def normalize_plan(
         holds=frag.kind != "env",
         exchange=exchange,
         sums=4 + 2 * math.prod(ctx.spaces.observation.shape) if exchange else None,
+        at_use=any(
+            c.kind in ALGORITHMS and ALGORITHMS[c.kind].buffer is None for c in ctx.spec.components.values()
+        )
+        or None,
     )
 
 

@@ -147,12 +147,11 @@ def policy_outputs(ctx: Context) -> Iterator[Finding]:
 
 @check
 def normalize_fit(ctx: Context) -> Iterator[Finding]:
-    """Normalisation (``env.normalize``) fits the env and the learner.
+    """Normalisation (``env.normalize``) fits the env.
 
     ```yaml
     env: {id: FrozenLake-v1, normalize: true}        # E408: Discrete observations have no mean
     env: {id: CartPole-v1, normalize: {obs: false, reward: false}}   # E409: normalises nothing
-    components: {learner: {kind: dqn, ...}}            # E410: a replay would hold stale observations
     ```
     """
     norm = ctx.spec.env.normalize
@@ -175,15 +174,4 @@ def normalize_fit(ctx: Context) -> Iterator[Finding]:
             f"{ctx.spaces.observation.describe()}",
             "set `normalize: {obs: false}` (reward normalisation still works), or remove `normalize`",
         )
-    for name, comp in ctx.spec.components.items():
-        if comp.kind in ALGORITHMS and ALGORITHMS[comp.kind].buffer is None:
-            yield error(
-                "E410",
-                path,
-                f"normalisation is for on-policy learners; `{name}` ({comp.kind}) learns from a replay, "
-                "which would keep observations normalised with old statistics",
-                f"remove `normalize`, or use an on-policy learner ({quote_list(ON_POLICY)})",
-            )
 
-
-ON_POLICY = [kind for kind, algo in ALGORITHMS.items() if algo.buffer is not None]
