@@ -14,10 +14,6 @@ from rlgen.dsl.findings import Finding, error, warning
 from rlgen.dsl.spec import Spec
 
 _DEPLOY = ("deploy",)
-#: Policies whose ranks each hold their envs and the policy they act with, in one process, so
-#: that normalisation statistics live beside both (merged over ranks under multi-learner; sent
-#: to the learner with the rollouts, and back with the weights, under the actors policies).
-NORMALIZE_POLICIES = ("single", "multi-learner", "actors-learner", "async-actors")
 
 
 def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
@@ -37,6 +33,23 @@ def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
     learn = next((c for c in flow.calls if c.kind in LEARNER_KINDS and c.method.name == "update"), None)
     target = learn.call.call.target if learn else "learner.update"
     return f"gradients: {{at: {target}, reduce: [gradients]}}"
+
+
+def _check_normalize_across_env_cut(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
+    """Across an env cut the acting side counts (and normalises) what the envs return as it
+    arrives: every output of `env.step` must cross."""
+    steps = flow.calls_to("env.step")
+    outputs = [o.text for o in steps[0].call.call.outputs] if steps else []
+    cut = next((p for p in spec.partitions.values() if p.kind == "env"), None)
+    missing = [o for o in outputs if cut is not None and o not in cut.receive]
+    if missing:
+        yield error(
+            "E607",
+            ("partitions", cut.name, "receive"),
+            f"`env.normalize` across the env cut counts what the envs return where it arrives, "
+            f"but `{cut.name}` does not send {quote_list(missing)} back",
+            f"receive every output of env.step: `receive: [{', '.join(outputs)}]`",
+        )
 
 
 def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
@@ -84,14 +97,8 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"{policy.cut} partition, but `partitions:` declares none",
             f"add under `partitions:`  {_suggest_partition(spec, flow, policy.cut)}",
         )
-    if spec.env.normalize is not None and policy.name not in NORMALIZE_POLICIES:
-        yield error(
-            "E607",
-            (*_DEPLOY, "policy"),
-            f"`env.normalize` runs under {quote_list(NORMALIZE_POLICIES)} for now, not '{policy.name}': "
-            "its envs step in other processes than the policy that acts on their observations",
-            f"use {quote_list(NORMALIZE_POLICIES)}, or remove `normalize`",
-        )
+    if spec.env.normalize is not None and policy.cut == "env":
+        yield from _check_normalize_across_env_cut(spec, flow)
     env_workers = policy.env_workers(workers)
     if spec.env.num_envs % env_workers:
         yield error(

@@ -19,6 +19,10 @@ from typing import Any
 
 from rlgen.codegen.ir import ProcessSet, RankInfo, Transfer
 
+#: Metadata of an optional field that plan.json leaves out while it is unset (None), so
+#: that builds without the feature keep their plan.json as it was.
+OPTIONAL = {"omit_none": True}
+
 
 @dataclass(frozen=True)
 class TensorPlan:
@@ -136,6 +140,10 @@ class BoundaryPlan:
     splits: tuple[int, ...] = ()
     parts: tuple[TensorPlan, ...] = ()
     received: tuple[TensorPlan, ...] = ()
+    # a receive of what an env call returned (env cut): the call ("reset" | "step") and where
+    # its outputs are among the parts, in the call's order; None for other transfers
+    env_call: str | None = field(default=None, metadata=OPTIONAL)
+    env_parts: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -153,11 +161,6 @@ class ActionPlan:
     shape: tuple[int, ...] | None = None
     low: tuple[float, ...] | None = None
     high: tuple[float, ...] | None = None
-
-
-#: Metadata of an optional field that plan.json leaves out while it is unset (None), so
-#: that builds without the feature keep their plan.json as it was.
-OPTIONAL = {"omit_none": True}
 
 
 @dataclass(frozen=True)
@@ -191,17 +194,22 @@ class NormalizePlan:
     sums: int | None = field(default=None, metadata=OPTIONAL)  # length of an actor's row of sums
     # an off-policy learner's: envs only count, the acting policy and each replay sample normalise
     at_use: bool | None = field(default=None, metadata=OPTIONAL)
+    # across an env cut: the envs' results arrive from the env workers and are counted (and
+    # normalised) as they are received
+    arrivals: bool | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
 class NormalizeRef:
     """A role's normaliser: the fragment holding it, the env fragment that applies it (None:
-    the holder steps its env in-graph), and whether it is merged over ranks each iteration."""
+    the holder steps its env in-graph, or receives what the envs return), and whether it is
+    merged over ranks each iteration."""
 
     holder: str
     env: str | None = None
     sync: bool = False
     exchange: str | None = field(default=None, metadata=OPTIONAL)  # the holder's NormalizePlan.exchange
+    arrivals: bool | None = field(default=None, metadata=OPTIONAL)  # the holder's NormalizePlan.arrivals
 
 
 @dataclass(frozen=True)

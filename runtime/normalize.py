@@ -159,17 +159,22 @@ class Normalizer(tf.Module):
     # A host env fragment steps in NumPy (a TensorFlow call per env step costs milliseconds on a
     # loaded CPU); the variables get the NumPy statistics at every sync(), which the rank calls at
     # the end of each iteration, before anything reads them (checkpoint, evaluation, export).
-    def reset(self, obs: np.ndarray) -> np.ndarray:
+    def reset(self, obs: np.ndarray, rows: slice | None = None) -> np.ndarray:
         """First observations of every env (NumPy): counted, then normalised; returns start at 0.
         Takes the statistics from the variables (restored from a checkpoint on resume)."""
-        self.count_reset(obs)
+        self.count_reset(obs, rows)
         return self._normalize_obs_np(obs, self._host.stats["obs"])
 
     def step(
-        self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+        self,
+        obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        rows: slice | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One vector step in NumPy: statistics updated, then ``(obs, reward)`` normalised."""
-        self.count_step(obs, reward, terminated, truncated)
+        self.count_step(obs, reward, terminated, truncated, rows)
         stats = self._host.stats
         return self._normalize_obs_np(obs, stats["obs"]), self._normalize_reward_np(reward, stats["ret"])
 
@@ -177,24 +182,45 @@ class Normalizer(tf.Module):
     # the envs returned, the acting policy normalises its input (normalize_obs) and each sample
     # is normalised with the statistics as they are when it is drawn (normalize_sampled), as
     # SB3's off-policy algorithms do with a VecNormalize env.
-    def count_reset(self, obs: np.ndarray) -> None:
-        """First observations of every env (NumPy), counted; returns start at 0."""
-        host = self._host = _HostState(self)
-        host.returns[:] = 0.0
-        if self.norm_obs:
-            host.observe("obs", obs)
+    #
+    # ``rows``: the envs these are (all of them when None). Under central and pipelined
+    # inference the envs' results arrive at the acting rank from the env workers, all of them
+    # or one env group at a time, always in env order: next_rows() says which envs come next.
+    def next_rows(self, n: int) -> slice:
+        """The envs of the next ``n`` rows to arrive: they cycle through all envs in order."""
+        start = getattr(self, "_cursor", 0)
+        self._cursor = (start + n) % self.num_envs
+        return slice(start, start + n)
 
-    def count_step(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """One vector step (NumPy), counted: the observations, and the discounted returns."""
+    def count_reset(self, obs: np.ndarray, rows: slice | None = None) -> None:
+        """First observations of every env (NumPy), or of ``rows`` of them, counted; returns
+        start at 0."""
+        if rows is None or rows.start == 0:
+            self._host = _HostState(self)
+            self._host.returns[:] = 0.0
+        if self.norm_obs:
+            self._host.observe("obs", obs)
+
+    def count_step(
+        self,
+        obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        rows: slice | None = None,
+    ) -> None:
+        """One vector step (NumPy) of every env, or of ``rows`` of them, counted: the
+        observations, and the discounted returns."""
         host = self._host
         if host is None:
             raise RuntimeError("Normalizer.step before reset")
         if self.norm_obs:
             host.observe("obs", obs)
         if self.norm_reward:
-            host.returns = host.returns * self.gamma + np.asarray(reward, np.float32)
-            host.observe("ret", host.returns)
-            host.returns[np.logical_or(terminated, truncated)] = 0.0
+            returns = host.returns[slice(None) if rows is None else rows]  # a view
+            returns[:] = returns * self.gamma + np.asarray(reward, np.float32)
+            host.observe("ret", returns)
+            returns[np.logical_or(terminated, truncated)] = 0.0
 
     def normalize_sampled(self, batch: Any) -> Any:
         """A replay sample of raw transitions (``obs``, ``rewards``, ``next_obs`` fields)

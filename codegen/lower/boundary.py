@@ -104,6 +104,7 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group], env_groups: int = 1)
             members.append(MemberPlan(member.value, n > 1, index, index + n))
             parts += [_tensor(p.with_batch(share) if share else p) for p in member.payload]
             index += n
+        env_call, env_parts = _env_outputs(fdg, g, members) if not sending else (None, None)
         out.append(
             BoundaryPlan(
                 kind="send" if sending else "recv",
@@ -124,9 +125,25 @@ def boundary(fdg: FDG, frag: Fragment, groups: list[Group], env_groups: int = 1)
                 splits=splits,
                 parts=tuple(parts),
                 received=tuple(_tensor(p) for p in t.received),
+                env_call=env_call,
+                env_parts=env_parts,
             )
         )
     return tuple(out)
+
+
+def _env_outputs(fdg: FDG, g: Group, members: list[MemberPlan]) -> tuple[str | None, tuple[int, ...] | None]:
+    """A group carrying everything an env call returned (across an env cut): the call's
+    method, and the parts holding its outputs in the call's order."""
+    if fdg.fragment(g.src).kind != "env" or g.first.at not in {n.id for n in fdg.graph.nodes}:
+        return None, None
+    node = fdg.graph.node(g.first.at)
+    if node.kind != "env":
+        return None, None
+    where = {m.name: m.start for m in members if not m.multi}
+    if not all(o in where for o in node.outputs):
+        return None, None
+    return node.method, tuple(where[o] for o in node.outputs)
 
 
 def _pulls(groups: list[Group], fragment: str) -> bool:

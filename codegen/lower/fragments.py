@@ -75,16 +75,17 @@ def acts(fdg: FDG, ctx: Context, frag: Fragment) -> bool:
     )
 
 
-def normalize_plan(
-    fdg: FDG, ctx: Context, frag: Fragment, bounds: tuple[BoundaryPlan, ...]
-) -> NormalizePlan | None:
+def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment, bounds: tuple[BoundaryPlan, ...]) -> NormalizePlan | None:
     """``$.env.normalize`` in this fragment: held by the compute fragment that acts (the
     policy's), applied by the env fragment (None: not normalised, or not this fragment's part).
     An off-policy learner's replay keeps raw transitions (``at_use``: normalised where used).
     Across an experience cut the statistics travel with the rollouts and the weights: the
-    fragment that pulls weights is an actor's, the one that publishes them the learner's."""
+    fragment that pulls weights is an actor's, the one that publishes them the learner's.
+    Across an env cut the acting fragment counts the envs' results as they arrive."""
     norm = ctx.spec.env.normalize
     if norm is None or (frag.kind != "env" and not acts(fdg, ctx, frag)):
+        return None
+    if frag.kind == "env" and fdg.cut == "env":  # the acting side counts what arrives
         return None
     kinds = {b.kind for b in bounds}
     exchange = None
@@ -101,10 +102,9 @@ def normalize_plan(
         holds=frag.kind != "env",
         exchange=exchange,
         sums=4 + 2 * math.prod(ctx.spaces.observation.shape) if exchange else None,
-        at_use=any(
-            c.kind in ALGORITHMS and ALGORITHMS[c.kind].buffer is None for c in ctx.spec.components.values()
-        )
+        at_use=any(c.kind in ALGORITHMS and ALGORITHMS[c.kind].buffer is None for c in ctx.spec.components.values())
         or None,
+        arrivals=fdg.cut == "env" or None,
     )
 
 

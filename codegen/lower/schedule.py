@@ -96,7 +96,8 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
         exchange = None
         if fdg.cut == "experience":  # the role's side of the statistics' exchange (see normalize_plan)
             exchange = "learner" if holder is learner else "actor"
-        normalize = NormalizeRef(holder.name, env_frag, fdg.cut == "gradients" and len(fdg.ranks) > 1, exchange)
+        sync = fdg.cut == "gradients" and len(fdg.ranks) > 1
+        normalize = NormalizeRef(holder.name, env_frag, sync, exchange, fdg.cut == "env" or None)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
