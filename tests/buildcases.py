@@ -48,8 +48,8 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("ppo-cartpole", "async-actors", 3),
     ("ppo-halfcheetah", "single", 1),
     ("ppo-halfcheetah", "actors-learner", 2),
-    # ppo-halfcheetah normalises (not under central or pipelined inference) and has 1 env:
-    # multi-learner cannot split it
+    ("ppo-halfcheetah", "central-inference", 2),
+    # ppo-halfcheetah has 1 env: neither pipelined-inference nor multi-learner can split it
     ("ppo-halfcheetah", "async-actors", 2),
     ("ppo-pendulum", "single", 1),
     ("ppo-pendulum", "actors-learner", 3),
