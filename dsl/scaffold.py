@@ -35,6 +35,12 @@ class Settings:
     epochs: int = 10
     minibatch: int = 64
     ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    log_std_init: float = 0.0
+    activation: str = "tanh"  # PPO / A2C networks (SB3's MlpPolicy: tanh, orthogonal init)
+    init: str = "orthogonal"
+    normalize: bool = False  # the Zoo's normalize: true (VecNormalize)
     # DQN
     capacity: int = 1_000_000
     batch_size: int = 32
@@ -71,6 +77,14 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "Acrobot-v1"): dict(num_envs=16, steps=256, total_steps=1_000_000, gae_lambda=0.94, epochs=4),
     ("ppo", "Pendulum-v1"): dict(
         num_envs=4, steps=1024, total_steps=100_000, gamma=0.9, gae_lambda=0.95, epochs=10, lr=1.0e-3,
+    ),
+    ("ppo", "MountainCar-v0"): dict(
+        num_envs=16, steps=16, total_steps=1_000_000, gae_lambda=0.98, epochs=4, normalize=True,
+    ),
+    ("ppo", "HalfCheetah-v5"): dict(  # HalfCheetah-v3 in the Zoo; ortho_init False: see the written comment
+        num_envs=1, steps=512, total_steps=1_000_000, gamma=0.98, gae_lambda=0.92, epochs=20, minibatch=64,
+        lr=2.0633e-5, clip=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8, log_std_init=-2.0,
+        hidden=(256, 256), activation="relu", init="glorot_uniform", normalize=True,
     ),
     ("a2c", "CartPole-v1"): dict(num_envs=8, total_steps=500_000),
     ("a2c", "Acrobot-v1"): dict(num_envs=16, total_steps=500_000),
@@ -166,8 +180,9 @@ def _flow(value: Any) -> str:
         return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value) if 1e-3 <= abs(value) < 1e6 or value == 0 else f"{value:.1e}"
+    if isinstance(value, float):  # exact; YAML reads an exponent as a float only after a dot
+        mantissa, e, exponent = repr(value).partition("e")
+        return f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if e else mantissa
     if isinstance(value, str):
         return json.dumps(value)
     return str(value)

@@ -45,6 +45,40 @@ def test_ppo_cartpole_is_the_zoo_example_setting_for_setting():
     assert (ours.train.total_steps, ours.train.stop.mean_return) == (example.train.total_steps, 475)
 
 
+@pytest.mark.parametrize(
+    ("env", "spec"),
+    [
+        ("HalfCheetah-v5", ROOT / "examples" / "ppo-halfcheetah.rl.yaml"),
+        ("MountainCar-v0", ROOT / "benchmarks" / "specs" / "ppo-mountaincar.rl.yaml"),
+    ],
+)
+def test_ppo_with_the_zoos_normalisation_is_our_zoo_spec_setting_for_setting(env, spec):
+    if env.startswith("HalfCheetah"):
+        pytest.importorskip("mujoco")
+    ours = validate_text(render("ppo", "ppo", env), "init.rl.yaml").spec
+    theirs = validate_file(spec).spec
+    assert ours.env.normalize == theirs.env.normalize is not None
+    assert ours.env.num_envs == theirs.env.num_envs
+    assert ours.networks == theirs.networks
+
+    def actor(spec):  # `auto` and `gaussian` are the same distribution on Box actions
+        return {k: v for k, v in spec.components["actor"].settings.items() if k != "distribution"}
+
+    assert actor(ours) == actor(theirs)
+    assert ours.components["learner"].settings == theirs.components["learner"].settings
+    assert [b.repeat for b in ours.loop.blocks] == [b.repeat for b in theirs.loop.blocks]
+
+
+def test_settings_are_written_exactly():
+    """Every tuned number reads back as itself (2.0633e-5 is not 2.1e-05)."""
+    import yaml
+
+    from rlgen.dsl.scaffold import _flow
+
+    for value in (2.0633e-5, 0.000401762, 3.0e-4, 1.0e-5, 1.0e-8, 0.0, 1.0e6, 0.58096, -2.0):
+        assert yaml.safe_load(_flow(value)) == value
+
+
 def test_the_command_writes_only_what_validates(tmp_path):
     r = rlgen("init", "my-agent", "--algo", "a2c", "--env", "CartPole-v1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
