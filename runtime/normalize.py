@@ -20,7 +20,10 @@ merges the total into the shared statistics, so that every rank holds (and norma
 the same numbers at all times. Under ``actors-learner`` and ``async-actors`` the actors'
 pending statistics travel to the learner with each rollout and the learner's merged ones back
 with the weights (:meth:`Normalizer.take_pending`, :meth:`Normalizer.merge_received`,
-:meth:`Normalizer.adopt`): an actor normalises with statistics as old as its weights.
+:meth:`Normalizer.adopt`): an actor normalises with statistics as old as its weights. Under
+central and pipelined inference the acting rank counts the envs' results as they arrive
+(:meth:`Normalizer.next_rows`). An off-policy learner's envs only count; its replay keeps
+raw transitions, normalised when sampled (:meth:`Normalizer.normalize_sampled`).
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ class Normalizer(tf.Module):
             self.obs_pending = RunningMeanStd(self.obs_shape, count=0.0, name="obs_pending")
             self.ret_pending = RunningMeanStd((), count=0.0, name="ret_pending")
         self._host: _HostState | None = None  # NumPy copies while the host steps the envs
+        self._cursor = 0  # the env the next arriving row is (see next_rows)
 
     # --- in the graph ------------------------------------------------------------
     def normalize_obs(self, obs: tf.Tensor) -> tf.Tensor:
@@ -188,7 +192,7 @@ class Normalizer(tf.Module):
     # or one env group at a time, always in env order: next_rows() says which envs come next.
     def next_rows(self, n: int) -> slice:
         """The envs of the next ``n`` rows to arrive: they cycle through all envs in order."""
-        start = getattr(self, "_cursor", 0)
+        start = self._cursor
         self._cursor = (start + n) % self.num_envs
         return slice(start, start + n)
 
