@@ -42,9 +42,9 @@ TEMPLATE_NAMES = frozenset(
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
         "group", "acted", "arrived", "join_groups", "EnvGroups", "GROUPS",
         # parameters and locals of the fragment classes' methods
-        "self", "seed", "stream", "parts", "versions", "version", "at_least", "t", "_",
+        "self", "seed", "stream", "parts", "versions", "version", "at_least", "t", "_", "rows",
         # builtins the templates call or annotate with
-        "super", "range", "tuple", "list", "int", "float", "str", "min", "BaseException",
+        "super", "range", "tuple", "list", "int", "float", "str", "min", "len", "BaseException",
         # dunders read by generated code
         "__init__", "__doc__", "__name__",
     }
