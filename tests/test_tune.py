@@ -225,7 +225,8 @@ def test_a_trial_stops_cleanly_when_tune_itself_is_killed(tmp_path: Path) -> Non
     for setting in ("train.stop.mean_return=100000", "train.eval.every=0", "train.total_steps=1000192"):
         cmd += ["--set", setting]
     tune = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run, deadline = out / "trial-1", time.monotonic() + 120
+    # the first trial: a second starts only once the first has run its million steps (~110 s)
+    run, deadline = out / "trial-0", time.monotonic() + 120
     while time.monotonic() < deadline and not (run / "metrics.jsonl").is_file():
         time.sleep(0.2)
     assert (run / "metrics.jsonl").is_file(), "the trial never started training"
