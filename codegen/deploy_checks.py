@@ -39,9 +39,11 @@ def _check_normalize_across_env_cut(spec: Spec, flow: Dataflow) -> Iterator[Find
     """Across an env cut the acting side counts (and normalises) what the envs return as it
     arrives: every output of `env.step` must cross."""
     steps = flow.calls_to("env.step")
-    outputs = [o.text for o in steps[0].call.call.outputs] if steps else []
     cut = next((p for p in spec.partitions.values() if p.kind == "env"), None)
-    missing = [o for o in outputs if cut is not None and o not in cut.receive]
+    if not steps or cut is None:  # no cut to check (E508 says a missing one)
+        return
+    outputs = [o.text for o in steps[0].call.call.outputs]
+    missing = [o for o in outputs if o not in cut.receive]
     if missing:
         yield error(
             "E607",

@@ -25,8 +25,9 @@ from rlgen.codegen.plan import Meta, Plan
 
 def lower(fdg: FDG, ctx: Context, meta: Meta, package: str) -> Plan:
     groups = plan_groups(fdg)
-    roles = tuple(lower_role(fdg, ctx, role, groups) for role in fdg.roles())
     fragments = tuple(lower_fragment(fdg, ctx, f, groups) for f in fdg.fragments)
+    normalizers = {f.name: f.normalize for f in fragments}
+    roles = tuple(lower_role(fdg, ctx, role, groups, normalizers) for role in fdg.roles())
     return Plan(
         meta=meta,
         package=package,

@@ -67,7 +67,7 @@ def ahead_steps(fdg: FDG, ctx: Context) -> frozenset[str]:
     )
 
 
-def acts(fdg: FDG, ctx: Context, frag: Fragment) -> bool:
+def _acts(fdg: FDG, ctx: Context, frag: Fragment) -> bool:
     """Whether the fragment is a compute fragment holding what acts, a policy or a Q-network
     (it holds the normaliser)."""
     return frag.kind == "compute" and any(
@@ -83,7 +83,7 @@ def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment, bounds: tuple[Boundar
     fragment that pulls weights is an actor's, the one that publishes them the learner's.
     Across an env cut the acting fragment counts the envs' results as they arrive."""
     norm = ctx.spec.env.normalize
-    if norm is None or (frag.kind != "env" and not acts(fdg, ctx, frag)):
+    if norm is None or (frag.kind != "env" and not _acts(fdg, ctx, frag)):
         return None
     if frag.kind == "env" and fdg.cut == "env":  # the acting side counts what arrives
         return None

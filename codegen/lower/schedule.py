@@ -7,13 +7,16 @@ import dataclasses
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
-from rlgen.codegen.lower.fragments import acts, class_name, follows_progress, gradient_steps, steps_per_iteration
+from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
 from rlgen.codegen.passes import Context
-from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizeRef, Op, RolePlan, RunPlan
+from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizePlan, NormalizeRef, Op, RolePlan, RunPlan
 
 
-def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePlan:
-    """The loop as one role runs it: its steps and its sides of the transfers, in loop order."""
+def lower_role(
+    fdg: FDG, ctx: Context, role: str, groups: list[Group], normalizers: dict[str, NormalizePlan | None]
+) -> RolePlan:
+    """The loop as one role runs it: its steps and its sides of the transfers, in loop order.
+    ``normalizers``: each fragment's lowered normalisation (the role refers to its holder's)."""
     graph = fdg.graph
     frags = [f for f in fdg.fragments if f.role == role]
     names = {f.name for f in frags}
@@ -90,14 +93,13 @@ def lower_role(fdg: FDG, ctx: Context, role: str, groups: list[Group]) -> RolePl
     metrics = _metrics_of(fdg, learner) if learner else None
     all_ops = [op for b in blocks for op in (*b.ops, *b.after_ops)] + ops_at.get("end", [])
     normalize = None
-    holder = learner or next((f for f in frags if acts(fdg, ctx, f)), None)  # or an actor's
-    if ctx.spec.env.normalize is not None and holder is not None:
+    holding = [f for f in frags if (n := normalizers.get(f.name)) is not None and n.holds]
+    holder = learner if learner in holding else next(iter(holding), None)  # or an actor's
+    if holder is not None:
+        held = normalizers[holder.name]
         env_frag = next((f.name for f in frags if f.kind == "env"), None)
-        exchange = None
-        if fdg.cut == "experience":  # the role's side of the statistics' exchange (see normalize_plan)
-            exchange = "learner" if holder is learner else "actor"
         sync = fdg.cut == "gradients" and len(fdg.ranks) > 1
-        normalize = NormalizeRef(holder.name, env_frag, sync, exchange, fdg.cut == "env" or None)
+        normalize = NormalizeRef(holder.name, env_frag, sync, held.exchange, held.arrivals)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
     return RolePlan(
         role=role,
