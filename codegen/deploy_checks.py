@@ -198,6 +198,8 @@ def _check_pipelined(spec: Spec, flow: Dataflow, policy: DistributionPolicy) -> 
             args = [a.text for a in lc.call.args]
             if (info.kind, info.method.name) not in _PER_ENV:
                 why = f"calls {lc.call.target} before env.step"
+            elif spec.components[lc.call.component].get("gsde") is not None:
+                why = f"acts through {lc.call.component}, whose gSDE noise is held per env of one whole batch"
             elif not set(args) <= carried:
                 why = f"acts on {', '.join(a for a in args if a not in carried)}, which `carry` does not hold"
             else:

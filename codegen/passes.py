@@ -256,8 +256,8 @@ def network_heads(ctx: Context, network: str) -> list[tuple[str, int, float]]:
     for name, comp in ctx.spec.components.items():
         if comp.kind in HEAD_GAIN and comp.get("network") == network:
             size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
-            if comp.get("distribution") == "squashed_gaussian":
-                size *= 2  # means, then state-dependent log standard deviations
+            if comp.get("distribution") == "squashed_gaussian" and comp.get("gsde") is None:
+                size *= 2  # means, then state-dependent log standard deviations (gSDE: means only)
             heads.append((name, size, HEAD_GAIN[comp.kind]))
     return heads
 
@@ -270,6 +270,10 @@ def component_weights(ctx: Context, component: str) -> tuple[Tensor, ...]:
     parts = [Tensor(comp.get("network"), "float32", (network_size(ctx, comp.get("network"), out_size),))]
     if comp.kind == "policy" and act.kind == "box" and comp.get("distribution") in ("auto", "gaussian"):
         parts.append(Tensor(f"{component}_log_std", "float32", (math.prod(act.shape),)))
+    elif comp.kind == "policy" and comp.get("gsde") is not None:  # a [features, actions] matrix
+        net = ctx.spec.networks[comp.get("network")]
+        features = net.hidden[-1] if net.hidden else math.prod(ctx.spaces.observation.shape)
+        parts.append(Tensor(f"{component}_log_std", "float32", (features * math.prod(act.shape),)))
     return tuple(parts)
 
 

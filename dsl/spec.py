@@ -129,6 +129,9 @@ def learner_defaults(algo: Algorithm) -> dict[str, Any]:
     return out
 
 
+#: A policy's ``gsde`` settings when not written (Stable-Baselines3's with ``use_sde=True``).
+GSDE_DEFAULTS: dict[str, Any] = {"sample_freq": -1, "log_std_init": -3.0}
+
 COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "policy": {"distribution": "auto", "log_std_init": 0.0},
     "value": {},
@@ -313,6 +316,8 @@ def build_component(name: str, raw: dict[str, Any]) -> Component:
             settings[key] = _optimizer(value, settings.get("optimizer", Optimizer()))
         elif key == "exploration":
             settings[key] = dataclasses.replace(Exploration(), **value)
+        elif key == "gsde" and isinstance(value, dict):
+            settings[key] = {**GSDE_DEFAULTS, **value}
         else:
             settings[key] = value
     methods = _custom_methods(raw.get("methods", {})) if kind == "custom" else METHODS.get(kind, {})

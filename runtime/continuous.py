@@ -12,7 +12,8 @@ replay buffer stores. :func:`scale_action` / :func:`unscale_action` convert. An
 action space without bounds is taken as ``[-1, 1]``.
 
 * :class:`SquashedGaussianActor` (SAC): a diagonal Gaussian over pre-squash actions,
-  squashed by ``tanh``; the log-probability includes the change of variables.
+  squashed by ``tanh``; the log-probability includes the change of variables. Its gSDE
+  variant is :class:`rlgen.runtime.gsde.GSDEActor`.
 * :class:`DeterministicActor` (TD3): ``tanh`` of the network's outputs, plus Gaussian
   exploration noise when acting stochastically.
 * :class:`QCritic`: ``n`` Q heads over ``concat(obs, scaled_action)``.
@@ -155,8 +156,15 @@ class SquashedGaussianActor(_ContinuousActor):
         z = (u - mean) * tf.exp(-log_std)
         return tf.reduce_sum(-0.5 * tf.square(z) - log_std - HALF_LOG_2PI - tanh_log_det(u), axis=-1)
 
-    def sample(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """``(scaled action [B, dim] in [-1, 1], log_prob [B])``, reparameterised (differentiable)."""
+    def step_noise(self) -> tf.Tensor | None:
+        """The noise every :meth:`sample` of one gradient step shares: none here (each action
+        draws its own); gSDE's exploration matrix (:class:`rlgen.runtime.gsde.GSDEActor`)."""
+        return None
+
+    def sample(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(scaled action [B, dim] in [-1, 1], log_prob [B])``, reparameterised (differentiable);
+        ``noise`` is :meth:`step_noise`'s."""
+        del noise  # each action draws its own
         mean, log_std = self.gaussian(obs)
         noise = self.generator.normal(tf.shape(mean))
         u = mean + tf.exp(log_std) * noise

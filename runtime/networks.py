@@ -152,11 +152,20 @@ class MLP(tf.Module):
         blocks = [make(sizes[-1], n, gain, rng) for n, gain in heads]
         self.head = Dense(np.concatenate(blocks, axis=1), name="head")
 
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    @property
+    def feature_size(self) -> int:
+        """Width of :meth:`features`: the last hidden layer's (the input's without hidden layers)."""
+        return int(self.hidden[-1].w.shape[1]) if self.hidden else self.input_size
+
+    def features(self, x: tf.Tensor) -> tf.Tensor:
+        """The last hidden layer's activations ``[B, feature_size]``, which the head reads."""
         h = tf.reshape(tf.cast(x, tf.float32), [-1, self.input_size])
         for layer in self.hidden:
             h = self._activation(layer(h))
-        return self.head(h)
+        return h
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return self.head(self.features(x))
 
 
 def mlp(

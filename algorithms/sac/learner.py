@@ -5,7 +5,8 @@ stacked as ``[K, batch, ...]`` (:meth:`rlgen.runtime.replay.ReplayBuffer.sample_
 and runs ``K`` gradient steps in an in-graph loop. Each step follows
 Stable-Baselines3's ``SAC.train`` (Haarnoja et al., 2018), in its order:
 
-1. Sample ``a~, log pi(a~|s)`` from the actor (reparameterised). With a learned
+1. Sample ``a~, log pi(a~|s)`` from the actor (reparameterised; with gSDE, one
+   exploration matrix per step serves this and step 2's sample). With a learned
    entropy coefficient, ``alpha = exp(log_alpha)`` is read *before* this step's
    update of it and used for the rest of the step; ``log_alpha`` takes one step on
    ``-mean(log_alpha * (log pi + target_entropy))``.
@@ -164,8 +165,9 @@ class SACLearner(tf.Module):
         cfg = self.config
         scaled = self.actor.scale(actions)
 
+        noise = self.actor.step_noise()  # gSDE: one exploration matrix for the step's samples
         with tf.GradientTape() as actor_tape:
-            pi, logp = self.actor.sample(obs)
+            pi, logp = self.actor.sample(obs, noise)
 
         log_alpha = tf.identity(self.log_ent_coef)  # this step's value, before its update
         alpha = tf.exp(log_alpha)
@@ -177,7 +179,7 @@ class SACLearner(tf.Module):
         else:
             alpha_loss = tf.constant(0.0)
 
-        next_pi, next_logp = self.actor.sample(next_obs)
+        next_pi, next_logp = self.actor.sample(next_obs, noise)
         next_q = tf.reduce_min(self.target.values(next_obs, next_pi), axis=0) - alpha * next_logp
         td_target = tf.stop_gradient(rewards + cfg.gamma * (1.0 - terminated) * next_q)
         with tf.GradientTape() as critic_tape:

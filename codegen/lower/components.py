@@ -64,6 +64,14 @@ def _policy(k: KindContext, name: str) -> dict[str, Any]:
     options = {"distribution": comp.get("distribution"), "log_std_init": float(comp.get("log_std_init"))}
     if comp.get("distribution") == "deterministic":
         options["noise_std"] = float(comp.get("noise_std", 0.1))
+    gsde = comp.get("gsde")
+    if gsde is not None:  # the collect phase whose start draws new noise: the acting block's steps
+        acting = [b.repeat for b in k.ctx.spec.loop.blocks for lc in b.calls if lc.call.target == f"{name}.act"]
+        options["gsde"] = {
+            "sample_freq": int(gsde["sample_freq"]),
+            "log_std_init": float(gsde["log_std_init"]),
+            "period": acting[0] if acting else 1,
+        }
     return options
 
 

@@ -146,6 +146,52 @@ def policy_outputs(ctx: Context) -> Iterator[Finding]:
 
 
 @check
+def policy_gsde(ctx: Context) -> Iterator[Finding]:
+    """gSDE (``gsde``) explores through a squashed_gaussian policy's own ``kind: mlp`` network:
+    the noise reads the features the network's output layer reads.
+
+    ```yaml
+    components: {actor: {kind: policy, network: pi, distribution: gaussian, gsde: {}}}   # E412
+    ```
+    """
+    for name, comp in ctx.spec.components.items():
+        if comp.kind != "policy" or comp.get("gsde") is None:
+            continue
+        path = ("components", name, "gsde")
+        dist = comp.get("distribution", "auto")
+        if dist != "squashed_gaussian":
+            yield error(
+                "E412",
+                path,
+                f"gSDE explores through a squashed_gaussian policy's features; '{name}' is {dist}",
+                "set `distribution: squashed_gaussian` (a sac actor), or remove `gsde`",
+            )
+            continue
+        network = ctx.spec.networks.get(comp.get("network"))
+        sharers = [
+            other
+            for other, c in ctx.spec.components.items()
+            if other != name and c.kind in ("policy", "value", "qvalue") and c.get("network") == comp.get("network")
+        ]
+        if network is not None and network.kind != "mlp":
+            yield error(
+                "E412",
+                path,
+                f"gSDE reads the last hidden features of the network; network '{comp.get('network')}' is "
+                f"kind: {network.kind}, whose features rlgen cannot see",
+                "give the policy a kind: mlp network, or remove `gsde`",
+            )
+        elif sharers:
+            yield error(
+                "E412",
+                path,
+                f"gSDE reads the features of its own network, but '{comp.get('network')}' is shared with "
+                f"{quote_list(sharers)}",
+                f"give '{name}' a network of its own, or remove `gsde`",
+            )
+
+
+@check
 def normalize_fit(ctx: Context) -> Iterator[Finding]:
     """Normalisation (``env.normalize``) fits the env.
 
@@ -174,4 +220,3 @@ def normalize_fit(ctx: Context) -> Iterator[Finding]:
             f"{ctx.spaces.observation.describe()}",
             "set `normalize: {obs: false}` (reward normalisation still works), or remove `normalize`",
         )
-

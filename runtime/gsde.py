@@ -1,0 +1,132 @@
+"""Generalized state-dependent exploration (gSDE; Raffin, Kober and Stulp, 2022) for SAC's
+squashed Gaussian actor, as Stable-Baselines3's ``use_sde=True`` (its defaults: full
+``std``, features not learned through the noise, no ``expln``, the mean clipped to ``[-2, 2]``).
+
+The pre-squash action is ``u = mean(s) + z(s) @ (std * E)``:
+
+* ``z(s)``: the actor network's last hidden features (``MLP.features``), gradient-stopped;
+* ``std = exp(log_std)``: a learned ``[features, dim]`` matrix (``log_std_init``, -3 in SB3);
+* ``E``: a standard-normal ``[features, dim]`` matrix that is *held*, so that an env's noise
+  changes smoothly with its state instead of jumping at every step.
+
+Given ``s`` and ``std``, ``u`` is Gaussian with variance ``z(s)^2 @ std^2`` (plus ``1e-6``),
+which gives the log-probability (with ``tanh``'s change of variables, as the plain actor).
+
+When ``E`` is drawn:
+
+* **acting** (:meth:`GSDEActor.act`): one ``E`` per env, drawn at the first step of every
+  collect phase of ``period`` steps (SB3 resets the noise when ``collect_rollouts`` starts)
+  and every ``sample_freq`` steps within a phase (SB3's ``sde_sample_freq``; -1: only at the
+  phase's start). The step count lives outside checkpoints and exports: a run resumes at an
+  iteration's start, where a phase starts and draws a fresh ``E`` anyway;
+* **learning** (:meth:`GSDEActor.step_noise`): one ``E`` per gradient step, shared by the
+  whole minibatch and by the actions at ``s`` and ``s'`` (SB3 resets the noise before each
+  gradient step).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from .continuous import HALF_LOG_2PI, SquashedGaussianActor, _ContinuousActor, tanh_log_det
+from .policies import ActionSpec
+
+#: Added to the variance, as SB3's ``StateDependentNoiseDistribution`` does.
+VARIANCE_EPS = 1e-6
+
+
+class _ActingNoise:
+    """The acting side's held matrices and step count. A plain object, so that ``tf.Module``
+    tracks neither: they are not weights, and stay out of checkpoints and SavedModels."""
+
+    def __init__(self, envs: int, features: int, dim: int) -> None:
+        self.matrices = tf.Variable(tf.zeros([envs, features, dim]), trainable=False, name="gsde_noise")
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gsde_steps")
+
+
+class GSDEActor(SquashedGaussianActor):
+    """SAC's actor with gSDE. ``network`` maps observations to ``dim`` means and exposes the
+    features its head reads (``features(obs)``, ``feature_size``: a ``kind: mlp`` network).
+
+    ``envs`` is the batch :meth:`act` steps (one held matrix per env); ``period`` the acting
+    steps of one collect phase; ``sample_freq`` as SB3's ``sde_sample_freq``.
+    """
+
+    def __init__(
+        self,
+        network: tf.Module,
+        action_spec: ActionSpec,
+        seed: int = 0,
+        name: str | None = "actor",
+        log_std_init: float = -3.0,
+        sample_freq: int = -1,
+        period: int = 1,
+        envs: int = 1,
+        clip_mean: float = 2.0,
+    ) -> None:
+        _ContinuousActor.__init__(self, network, action_spec, action_spec.num_outputs, seed, name)
+        if not (callable(getattr(network, "features", None)) and callable(getattr(network, "head", None))):
+            raise ValueError("gSDE reads the network's last hidden features: use a kind: mlp network")
+        if sample_freq == 0 or sample_freq < -1 or period < 1 or envs < 1:
+            raise ValueError(f"sample_freq must be -1 or >= 1 (got {sample_freq}), period and envs >= 1")
+        self.feature_size = int(network.feature_size)
+        self.log_std = tf.Variable(tf.fill([self.feature_size, self.action_dim], float(log_std_init)), name="log_std")
+        self.clip_mean = float(clip_mean)
+        self.period = int(period)
+        self.every = int(sample_freq) if sample_freq > 0 else int(period)
+        self.envs = int(envs)
+        self._acting = _ActingNoise(self.envs, self.feature_size, self.action_dim)
+
+    def _features_mean(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(z [B, features], mean [B, dim])``: the features gradient-stopped, the mean clipped."""
+        features = self.network.features(obs)
+        mean = self.network.head(features)
+        if self.clip_mean > 0.0:
+            mean = tf.clip_by_value(mean, -self.clip_mean, self.clip_mean)
+        return tf.stop_gradient(features), mean
+
+    def _sigma(self, z: tf.Tensor) -> tf.Tensor:
+        """Standard deviation ``[B, dim]`` of the pre-squash action given the features."""
+        return tf.sqrt(tf.matmul(tf.square(z), tf.exp(2.0 * self.log_std)) + VARIANCE_EPS)
+
+    def gaussian(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(mean, log_std)`` of the pre-squash Gaussian at ``obs``, each ``[B, dim]``."""
+        z, mean = self._features_mean(obs)
+        return mean, tf.math.log(self._sigma(z))
+
+    def step_noise(self) -> tf.Tensor:
+        """A fresh ``E`` ``[features, dim]`` for one gradient step's every :meth:`sample`."""
+        return self.generator.normal([self.feature_size, self.action_dim])
+
+    def sample(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(scaled action [B, dim], log_prob [B])`` with the exploration matrix ``noise``
+        (:meth:`step_noise`; a fresh one when omitted), differentiable in the mean and ``log_std``."""
+        if noise is None:
+            noise = self.step_noise()
+        z, mean = self._features_mean(obs)
+        offset = tf.matmul(z, tf.exp(self.log_std) * noise)
+        return self._squashed(mean, offset, self._sigma(z))
+
+    def act(self, obs: tf.Tensor, deterministic: bool = False, random: tf.Tensor | None = None) -> tuple[tf.Tensor]:
+        """``(actions [B, dim],)`` in env units: ``tanh(mean)`` when ``deterministic``, else with
+        each env's held matrix (drawn anew on the schedule above); uniform where ``random`` holds."""
+        z, mean = self._features_mean(obs)
+        if deterministic:
+            return (self.unscale(tf.tanh(mean)),)
+        held = self._acting
+        phase = held.steps % self.period
+        fresh = self.generator.normal([self.envs, self.feature_size, self.action_dim])
+        matrices = tf.where(tf.equal(phase % self.every, 0), fresh, held.matrices.read_value())
+        held.matrices.assign(matrices)
+        held.steps.assign_add(1)
+        offset = tf.einsum("bf,bfd->bd", z, tf.exp(self.log_std)[None] * matrices)
+        scaled, _ = self._squashed(mean, offset, self._sigma(z))
+        return (self._or_random(self.unscale(scaled), random),)
+
+    @staticmethod
+    def _squashed(mean: tf.Tensor, offset: tf.Tensor, sigma: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        u = mean + offset
+        logp = tf.reduce_sum(
+            -0.5 * tf.square(offset / sigma) - tf.math.log(sigma) - HALF_LOG_2PI - tanh_log_det(u), axis=-1
+        )
+        return tf.tanh(u), logp
