@@ -15,6 +15,11 @@ there if need be: ``lead`` iterations on, or earlier in an iteration that writes
 (a resumed run has nothing in flight) or is the last of the process's run (a run split with
 ``--iterations`` lands it there); the row says which snapshot it evaluated (``eval_env_steps``).
 
+The process is forked from rank 0 right after TensorFlow's import and before its first op
+(:func:`prefork`): it shares the imported modules instead of importing TensorFlow again,
+which cost about as much CPU as a short run's evaluations (3 s). Where rank 0 cannot fork
+so (TensorFlow already running), the process is started afresh.
+
 Only for deterministic evaluation (the exported policy acts deterministically);
 ``RLGEN_EVAL_PROCESS=0`` evaluates in the loop as before. If the process fails, the run goes
 on and evaluates in the loop.
@@ -25,13 +30,103 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 #: Weight snapshots kept (older ones go; the directory goes when the run finishes).
 KEEP_WEIGHTS = 2
+
+
+class _Forked:
+    """A forked evaluator process, driven as a ``subprocess.Popen`` with pipes is."""
+
+    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str]) -> None:
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"evaluator {self.pid}", timeout)
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+_spare: _Forked | None = None
+
+
+def prefork() -> None:
+    """Fork the evaluator process now, if TensorFlow is imported but runs nothing yet
+    (a process that has run TensorFlow cannot fork a working copy of it). Rank 0 calls this
+    before its first op; :class:`Evaluator` takes the process, or starts one afresh."""
+    global _spare
+    if _spare is not None or os.environ.get("RLGEN_EVAL_PROCESS") == "0" or not _tensorflow_idle():
+        return
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the evaluator: its pipes as stdin and stdout, no other inherited descriptor
+        try:
+            os.dup2(down_r, 0)
+            os.dup2(up_w, 1)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops it by closing its stdin
+            sys.stdin = os.fdopen(0, "r")
+            main()
+        finally:
+            os._exit(0)
+    os.close(down_r)
+    os.close(up_w)
+    _spare = _Forked(pid, os.fdopen(down_w, "w", buffering=1), os.fdopen(up_r, "r"))
+
+
+def discard_spare() -> None:
+    """End the pre-forked process if this run does not evaluate (it ends with its stdin)."""
+    global _spare
+    if _spare is not None:
+        proc, _spare = _spare, None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        proc.wait()
+
+
+def _tensorflow_idle() -> bool:
+    """Is TensorFlow imported and its runtime not started (no op has run)?"""
+    if "tensorflow" not in sys.modules:
+        return False
+    try:
+        from tensorflow.python.eager import context
+    except ImportError:
+        return False
+    return getattr(context.context(), "_context_handle", True) is None
+
+
+def _start() -> _Forked | subprocess.Popen:
+    """The pre-forked evaluator process, or a fresh one."""
+    global _spare
+    if _spare is not None:
+        proc, _spare = _spare, None
+        return proc
+    env_vars = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlgen.runtime.evalworker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the process writes to the run's eval.log (its first message)
+        env=env_vars,
+        text=True,
+        bufsize=1,
+    )
 
 
 class Evaluator:
@@ -43,19 +138,10 @@ class Evaluator:
         self.lead = lead
         self.pending: dict[str, Any] | None = None  # {"steps", "due", "weights"}
         self.template = False
-        log = open(run_dir / "ranks" / "eval.log", "ab")  # noqa: SIM115 - the process's lifetime
-        env_vars = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rlgen.runtime.evalworker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=env_vars,
-            text=True,
-            bufsize=1,
-        )
-        log.close()
-        self._send({"env": env, "episodes": episodes, "seed": seed})
+        self.proc = _start()
+        self.started = "forked" if isinstance(self.proc, _Forked) else "spawned"  # run.json: eval_process
+        log = str(run_dir / "ranks" / "eval.log")
+        self._send({"env": env, "episodes": episodes, "seed": seed, "log": log})
 
     def request(self, policy: Any, steps: int, due: int, export_template: Any) -> None:
         """Evaluate the policy's weights as they are now (``steps`` env steps); due at iteration ``due``."""
@@ -127,7 +213,16 @@ class Evaluator:
 def main() -> None:
     """The evaluator process: JSON lines in on stdin, one reply line per evaluation or export out."""
     replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed goes to the log, not into the replies
+    first = sys.stdin.readline()
+    if not first:  # ended before it was needed
+        os._exit(0)
+    config = json.loads(first)
+    if "log" in config:  # the run's eval.log takes stderr, and anything else printed
+        log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 2)
+        os.close(log)
+    os.dup2(2, 1)  # anything printed goes to the log, not into the replies
+    os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from rlgen.runtime.session import configure_tensorflow, replace_dir
 
@@ -136,7 +231,6 @@ def main() -> None:
 
     from rlgen.runtime.evaluate import evaluate
 
-    config = json.loads(sys.stdin.readline())
     loaded = restore = None
 
     def act(obs):  # noqa: ANN001, ANN202

@@ -13,7 +13,7 @@ import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
 
-from . import p2p
+from . import evalworker, p2p
 from .channels import Mesh, Stopped, connect
 from .control import CONTROLS, LocalControl
 from .lifeline import Lifeline
@@ -72,6 +72,8 @@ def run_rank(
     own = int(os.environ.get("HOROVOD_RANK", "0")) if distributed else 0
     local = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1")) if distributed else 1
     threads = configure_tensorflow(intra_op_threads(run, roles.get(own, ""), local_cores(), local))
+    if own == 0 and run.eval_every and run.eval_deterministic and not args.calibrate:
+        evalworker.prefork()  # before any op runs: the evaluator shares this import of TensorFlow
     if distributed:
         from . import comm
 

@@ -417,6 +417,9 @@ class Session:
             or not will
             or os.environ.get("RLGEN_EVAL_PROCESS") == "0"
         ):
+            from .evalworker import discard_spare
+
+            discard_spare()
             return
         from .evalworker import Evaluator
 
@@ -555,6 +558,8 @@ class Session:
                 self._evaluator.close()
                 self._evaluator.discard()
         summary = self.summary()
+        if self._evaluator is not None:
+            summary["eval_process"] = self._evaluator.started
         if final_eval:
             summary["final_eval"] = {
                 "mean_return": final_eval["eval_mean_return"],

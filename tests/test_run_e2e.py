@@ -438,6 +438,7 @@ def test_evaluation_in_its_own_process_gives_the_in_loop_results_in_fixed_rows(t
     assert [e[1:] for e in proc] == [e[1:] for e in loop] and len(proc) == 2
     assert [e[0] for e in loop] == [4, 8] and [e[0] for e in proc] == [6, 10]
     assert proc_doc["best_eval"] == loop_doc["best_eval"] and proc_doc["final_eval"] == loop_doc["final_eval"]
+    assert proc_doc["eval_process"] == "forked" and "eval_process" not in loop_doc  # no second TF import
     assert (tmp_path / "process" / "policy-best" / "saved_model.pb").is_file()
     assert not (tmp_path / "process" / ".eval").exists()  # nothing left in flight
     part = tmp_path / "resumed"  # stopped after iteration 7, resumed from there

@@ -1,0 +1,68 @@
+"""The evaluator process (rlgen.runtime.evalworker): forked from a process whose TensorFlow
+has not run yet, started afresh otherwise; either way it evaluates a weight snapshot to the
+returns the evaluating process itself gets. Each case runs in a fresh interpreter, because
+whether TensorFlow has run decides how the process starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np
+    import tensorflow as tf
+    from rlgen.runtime import evalworker
+    from rlgen.runtime.evaluate import evaluate
+
+    run_dir = Path(sys.argv[1])
+    (run_dir / "ranks").mkdir(parents=True)
+    if sys.argv[2] == "ran":
+        tf.constant(1.0) + 1.0  # TensorFlow runs: a fork could not use it
+    evalworker.prefork()
+    from rlgen.runtime.networks import build_network
+    from rlgen.runtime.policies import ActionSpec, Policy
+
+    policy = Policy(build_network({"hidden": [8]}, (4,), 2, seed=3), ActionSpec(n=2), seed=0)
+
+    class Exported(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.policy = policy
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def act(self, obs):
+            return self.policy.act(obs, deterministic=True)[0]
+
+    exported = Exported()
+    env = {"id": "CartPole-v1"}
+    evaluator = evalworker.Evaluator(run_dir, env, 4, 7, lead=1)
+    evaluator.request(policy, 100, 1, lambda target: tf.saved_model.save(exported, str(target)))
+    steps, mean, _ = evaluator.collect()
+    evaluator.export(run_dir / "best")
+    evaluator.close()
+    here = evaluate(lambda obs: exported.act(tf.constant(obs)).numpy(), env, 4, 7)
+    print(json.dumps({"started": evaluator.started, "steps": steps, "mean": mean, "here": float(here.mean()),
+                      "exported": (run_dir / "best" / "saved_model.pb").is_file()}))
+    """
+)
+
+
+@pytest.mark.parametrize("state,started", [("idle", "forked"), ("ran", "spawned")])
+def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(tmp_path: Path, state: str, started: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), state], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["started"] == started
+    assert out["steps"] == 100 and out["mean"] == out["here"] and out["exported"]
+    assert (tmp_path / "run" / "ranks" / "eval.log").read_text() == ""  # nothing went wrong in it
