@@ -1,6 +1,8 @@
 """What periodic evaluation costs a run: the examples with their ``eval`` line, evaluated in a
-process beside training (the default) or in the training loop (``RLGEN_EVAL_PROCESS=0``),
-against the same run without evaluation (``--set train.eval.every=0``).
+process beside training (the default: forked from rank 0 before TensorFlow runs; or started
+afresh, ``RLGEN_EVAL_PROCESS=spawn``, as when rank 0 cannot fork it) or in the training loop
+(``RLGEN_EVAL_PROCESS=0``), against the same run without evaluation
+(``--set train.eval.every=0``).
 
     .venv/bin/python benchmarks/eval_cost.py                 # the two CartPole examples, 3 runs each
     .venv/bin/python benchmarks/eval_cost.py --runs 5 --specs examples/ppo-cartpole.rl.yaml
@@ -30,6 +32,7 @@ MODES = {
     "no evaluation": ({}, ["--set", "train.eval.every=0"]),
     "evaluation in the loop": ({"RLGEN_EVAL_PROCESS": "0"}, []),
     "evaluation process": ({}, []),
+    "evaluation process, started afresh": ({"RLGEN_EVAL_PROCESS": "spawn"}, []),
 }
 
 
@@ -64,7 +67,7 @@ def main() -> None:
             for mode in MODES:
                 c, w = statistics.median(clocks[mode]), statistics.median(walls[mode])
                 print(
-                    f"  {mode:<24} clock {c:6.2f} s ({100 * (c / base_clock - 1):+5.1f}%)"
+                    f"  {mode:<34} clock {c:6.2f} s ({100 * (c / base_clock - 1):+5.1f}%)"
                     f"   whole run {w:6.2f} s ({100 * (w / base_wall - 1):+5.1f}%)"
                 )
 

@@ -21,7 +21,8 @@ which cost about as much CPU as a short run's evaluations (3 s). Where rank 0 ca
 so (TensorFlow already running), the process is started afresh.
 
 Only for deterministic evaluation (the exported policy acts deterministically);
-``RLGEN_EVAL_PROCESS=0`` evaluates in the loop as before. If the process fails, the run goes
+``RLGEN_EVAL_PROCESS=0`` evaluates in the loop as before; ``RLGEN_EVAL_PROCESS=spawn`` starts
+the process afresh instead of forking it. If the process fails, the run goes
 on and evaluates in the loop.
 """
 
@@ -70,7 +71,7 @@ def prefork() -> None:
     (a process that has run TensorFlow cannot fork a working copy of it). Rank 0 calls this
     before its first op; :class:`Evaluator` takes the process, or starts one afresh."""
     global _spare
-    if _spare is not None or os.environ.get("RLGEN_EVAL_PROCESS") == "0" or not _tensorflow_idle():
+    if _spare is not None or os.environ.get("RLGEN_EVAL_PROCESS") in ("0", "spawn") or not _tensorflow_idle():
         return
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
