@@ -49,8 +49,10 @@ class Settings:
     target_every: int = 10_000  # env steps between target network copies
     eps_final: float = 0.05
     eps_fraction: float = 0.1
-    # TD3
-    noise_std: float = 0.1
+    # SAC / TD3
+    tau: float = 0.005
+    gsde: float | None = None  # SAC with gSDE (the Zoo's use_sde): its log_std_init
+    noise_std: float = 0.1  # TD3
     zoo: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -98,6 +100,10 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
     ),
     ("sac", "Pendulum-v1"): dict(total_steps=20_000, lr=1.0e-3),
     ("sac", "HalfCheetah-v5"): dict(learning_starts=10_000),
+    ("sac", "MountainCarContinuous-v0"): dict(
+        steps=32, gradient_steps=32, total_steps=50_000, gamma=0.9999, lr=3.0e-4, hidden=(64, 64), capacity=50_000,
+        batch_size=512, learning_starts=0, ent_coef=0.1, tau=0.01, gsde=-3.67,
+    ),
     ("td3", "Pendulum-v1"): dict(  # train_freq [1, episode], gradient_steps -1: a 200-step episode, 200 steps
         steps=200, gradient_steps=200, total_steps=20_000, gamma=0.98, capacity=200_000, learning_starts=10_000,
         lr=1.0e-3, hidden=(400, 300), noise_std=0.1,

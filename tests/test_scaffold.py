@@ -24,7 +24,7 @@ def rlgen(*args, cwd: Path) -> subprocess.CompletedProcess:
     ("algo", "env"),
     sorted(ZOO)
     + [("ppo", "MountainCarContinuous-v0"), ("a2c", "Pendulum-v1"), ("dqn", "MountainCar-v0")]
-    + [("sac", "MountainCarContinuous-v0"), ("td3", "MountainCarContinuous-v0")],
+    + [("sac", "Hopper-v5"), ("td3", "MountainCarContinuous-v0")],
 )
 def test_every_algorithm_and_env_it_knows_or_not_gives_a_valid_spec(algo, env):
     text = render(f"{algo}-test", algo, env)
@@ -67,6 +67,16 @@ def test_ppo_with_the_zoos_normalisation_is_our_zoo_spec_setting_for_setting(env
     assert actor(ours) == actor(theirs)
     assert ours.components["learner"].settings == theirs.components["learner"].settings
     assert [b.repeat for b in ours.loop.blocks] == [b.repeat for b in theirs.loop.blocks]
+
+
+def test_sac_with_gsde_is_the_zoo_example_setting_for_setting():
+    ours = validate_text(render("sac", "sac", "MountainCarContinuous-v0"), "init.rl.yaml").spec
+    theirs = validate_file(ROOT / "examples" / "sac-mountaincar-continuous.rl.yaml").spec
+    assert ours.networks == theirs.networks
+    for name in ("actor", "replay", "learner"):
+        assert ours.components[name].settings == theirs.components[name].settings, name
+    assert [(b.repeat, b.after) for b in ours.loop.blocks] == [(b.repeat, b.after) for b in theirs.loop.blocks]
+    assert ours.train.total_steps == theirs.train.total_steps
 
 
 def test_settings_are_written_exactly():
