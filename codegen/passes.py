@@ -253,12 +253,12 @@ def network_heads(ctx: Context, network: str) -> list[tuple[str, int, float]]:
     order: a network shared by a policy and a value has two heads on one torso."""
     act = ctx.spaces.action
     heads = []
-    for name, comp in ctx.spec.components.items():
-        if comp.kind in HEAD_GAIN and comp.get("network") == network:
-            size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
-            if comp.get("distribution") == "squashed_gaussian" and comp.get("gsde") is None:
-                size *= 2  # means, then state-dependent log standard deviations (gSDE: means only)
-            heads.append((name, size, HEAD_GAIN[comp.kind]))
+    for name in ctx.spec.readers(network):
+        comp = ctx.spec.components[name]
+        size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
+        if comp.get("distribution") == "squashed_gaussian" and comp.get("gsde") is None:
+            size *= 2  # means, then state-dependent log standard deviations (gSDE: means only)
+        heads.append((name, size, HEAD_GAIN[comp.kind]))
     return heads
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.codegen.lower.components import LOWER
-from rlgen.codegen.passes import HEAD_GAIN
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import quote_list
 from rlgen.dsl.findings import Finding, error
@@ -40,7 +39,7 @@ def check_supported(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
                 "and validated, but not built or run",
             )
     for net_name, net in spec.networks.items():
-        readers = [n for n, c in spec.components.items() if c.kind in HEAD_GAIN and c.get("network") == net_name]
+        readers = spec.readers(net_name)
         if net.kind != "mlp" and len(readers) > 1:
             yield error(
                 "E341",

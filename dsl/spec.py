@@ -129,6 +129,9 @@ def learner_defaults(algo: Algorithm) -> dict[str, Any]:
     return out
 
 
+#: The component kinds that read a network (``network:``), one output head each.
+NETWORK_READERS = ("policy", "value", "qvalue")
+
 #: A policy's ``gsde`` settings when not written (Stable-Baselines3's with ``use_sde=True``).
 GSDE_DEFAULTS: dict[str, Any] = {"sample_freq": -1, "log_std_init": -3.0}
 
@@ -284,6 +287,10 @@ class Spec:
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec (all defaults filled in) as plain data."""
         return resolved(self)
+
+    def readers(self, network: str) -> list[str]:
+        """The components that read ``network`` (policies, values, Q-networks), in spec order."""
+        return [n for n, c in self.components.items() if c.kind in NETWORK_READERS and c.get("network") == network]
 
 
 # --- building -----------------------------------------------------------------

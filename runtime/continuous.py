@@ -70,6 +70,12 @@ def tanh_log_det(u: tf.Tensor) -> tf.Tensor:
     return 2.0 * (LOG_2 - u - tf.nn.softplus(-2.0 * u))
 
 
+def squashed_log_prob(u: tf.Tensor, z: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
+    """Log-density ``[B]`` of ``tanh(u)`` where ``u = mean + exp(log_std) * z`` is a diagonal
+    Gaussian (``z``: the standardised offset), with ``tanh``'s change of variables."""
+    return tf.reduce_sum(-0.5 * tf.square(z) - log_std - HALF_LOG_2PI - tanh_log_det(u), axis=-1)
+
+
 def _network_outputs(network: tf.Module) -> int | None:
     size = getattr(network, "output_size", None)
     return int(size) if isinstance(size, int | np.integer) else None
@@ -153,8 +159,7 @@ class SquashedGaussianActor(_ContinuousActor):
         mean, log_std = self.gaussian(obs)
         a = tf.clip_by_value(tf.cast(scaled_action, tf.float32), -1.0 + eps, 1.0 - eps)
         u = tf.atanh(a)
-        z = (u - mean) * tf.exp(-log_std)
-        return tf.reduce_sum(-0.5 * tf.square(z) - log_std - HALF_LOG_2PI - tanh_log_det(u), axis=-1)
+        return squashed_log_prob(u, (u - mean) * tf.exp(-log_std), log_std)
 
     def step_noise(self) -> tf.Tensor | None:
         """The noise every :meth:`sample` of one gradient step shares: none here (each action
@@ -168,8 +173,7 @@ class SquashedGaussianActor(_ContinuousActor):
         mean, log_std = self.gaussian(obs)
         noise = self.generator.normal(tf.shape(mean))
         u = mean + tf.exp(log_std) * noise
-        logp = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - HALF_LOG_2PI - tanh_log_det(u), axis=-1)
-        return tf.tanh(u), logp
+        return tf.tanh(u), squashed_log_prob(u, noise, log_std)
 
     def act(self, obs: tf.Tensor, deterministic: bool = False, random: tf.Tensor | None = None) -> tuple[tf.Tensor]:
         """``(actions [B, dim],)`` in env units, as a policy's ``act`` gives them (without a

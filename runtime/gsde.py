@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .continuous import HALF_LOG_2PI, SquashedGaussianActor, _ContinuousActor, tanh_log_det
+from .continuous import SquashedGaussianActor, _ContinuousActor, squashed_log_prob
 from .policies import ActionSpec
 
 #: Added to the variance, as SB3's ``StateDependentNoiseDistribution`` does.
@@ -126,7 +126,4 @@ class GSDEActor(SquashedGaussianActor):
     @staticmethod
     def _squashed(mean: tf.Tensor, offset: tf.Tensor, sigma: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         u = mean + offset
-        logp = tf.reduce_sum(
-            -0.5 * tf.square(offset / sigma) - tf.math.log(sigma) - HALF_LOG_2PI - tanh_log_det(u), axis=-1
-        )
-        return tf.tanh(u), logp
+        return tf.tanh(u), squashed_log_prob(u, offset / sigma, tf.math.log(sigma))

@@ -66,7 +66,8 @@ def _policy(k: KindContext, name: str) -> dict[str, Any]:
         options["noise_std"] = float(comp.get("noise_std", 0.1))
     gsde = comp.get("gsde")
     if gsde is not None:  # the collect phase whose start draws new noise: the acting block's steps
-        acting = [b.repeat for b in k.ctx.spec.loop.blocks for lc in b.calls if lc.call.target == f"{name}.act"]
+        graph = k.fdg.graph
+        acting = [graph.block(n.block).repeat for n in graph.nodes if (n.component, n.method) == (name, "act")]
         options["gsde"] = {
             "sample_freq": int(gsde["sample_freq"]),
             "log_std_init": float(gsde["log_std_init"]),

@@ -168,11 +168,7 @@ def policy_gsde(ctx: Context) -> Iterator[Finding]:
             )
             continue
         network = ctx.spec.networks.get(comp.get("network"))
-        sharers = [
-            other
-            for other, c in ctx.spec.components.items()
-            if other != name and c.kind in ("policy", "value", "qvalue") and c.get("network") == comp.get("network")
-        ]
+        sharers = [other for other in ctx.spec.readers(comp.get("network")) if other != name]
         if network is not None and network.kind != "mlp":
             yield error(
                 "E412",
