@@ -285,18 +285,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from rlgen.runtime.evaluate import VideoError, evaluate, video_paths
+    from rlgen.runtime.evaluate import PolicyEvaluation, VideoError, video_paths
 
     policy = tf.saved_model.load(str(run_dir / name))
     try:
-        returns = evaluate(
-            lambda obs: policy.act(tf.constant(obs)).numpy(),
-            doc["config"]["env"],
-            args.episodes,
-            args.seed,
-            video,
-            name,
-        )
+        returns = PolicyEvaluation(policy.act, doc["config"]["env"], args.episodes, args.seed)(video, name)
     except (ImportError, VideoError) as exc:  # a custom env factory not importable from here; no frames to record
         print(f"rlgen eval: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,5 +1,11 @@
 """Evaluating a policy: run whole episodes on fresh envs and report their returns, and
-record them as videos on request (gymnasium's ``RecordVideo``; moviepy writes the mp4s)."""
+record them as videos on request (gymnasium's ``RecordVideo``; moviepy writes the mp4s).
+
+A spec's in-graph env (``backend: tensorflow``) is evaluated in the graph as it trains
+(:class:`PolicyEvaluation`): every episode is stepped at once, policy and env in one XLA-compiled
+``tf.while_loop``, one call per evaluation instead of one per env step (the CartPole
+example's 10 episodes of up to 500 steps: 0.3 s on gymnasium's envs, 4 ms in the graph).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .envs import VectorEnv
+from .envs import VectorEnv, env_seed
 
 ActFn = Callable[[np.ndarray], np.ndarray]
+#: Where evaluation envs draw their seeds: the rank index of ``env_seed``, apart from training's ranks.
+EVAL_RANK = 1 << 16
 
 
 class VideoError(Exception):
@@ -27,7 +35,7 @@ def evaluate(
 
     ``env`` holds ``id``/``factory``/``kwargs``/``max_episode_steps`` and ``wrappers`` as in
     the spec (the loop's observations are the wrapped env's).
-    The envs are seeded apart from training's (rank ``1 << 16``), and only the first
+    The envs are seeded apart from training's (rank :data:`EVAL_RANK`), and only the first
     episode of each env counts, so every episode starts from a fresh seeded reset.
     With ``video`` (a folder), the episodes run one after another on one env that
     draws ``rgb_array`` frames, episode ``k`` recorded into ``video_paths(video, name,
@@ -38,7 +46,7 @@ def evaluate(
         env_id=env.get("id"),
         num_envs=n,
         seed=seed,
-        rank=1 << 16,
+        rank=EVAL_RANK,
         factory=env.get("factory"),
         kwargs=env.get("kwargs") or {},
         max_episode_steps=env.get("max_episode_steps"),
@@ -60,6 +68,63 @@ def evaluate(
     finally:
         vec.close()
     return np.asarray(returns[:episodes], np.float64)
+
+
+class PolicyEvaluation:
+    """Evaluations of one TensorFlow policy function ``act`` (a float32 batch of observations
+    to actions), each on the same freshly seeded envs, so that a result depends on the
+    policy's weights alone: :func:`evaluate` on gymnasium envs, or all ``episodes`` at once
+    in one graph for an in-graph env (seeded from :data:`EVAL_RANK` likewise, so the two
+    draw different first states). Recording video always steps gymnasium's env: only it draws frames.
+    """
+
+    def __init__(self, act: Callable[[Any], Any], env: Mapping[str, Any], episodes: int, seed: int) -> None:
+        self.act, self.env, self.episodes, self.seed = act, env, int(episodes), int(seed)
+        self._graph: Callable[[], Any] | None = None
+
+    def __call__(self, video: Path | None = None, name: str = "policy") -> np.ndarray:
+        import tensorflow as tf
+
+        if self.env.get("backend") != "tensorflow" or video is not None:
+            numpy_act = lambda obs: self.act(tf.constant(obs)).numpy()  # noqa: E731
+            return evaluate(numpy_act, self.env, self.episodes, self.seed, video, name)
+        if self._graph is None:
+            self._graph = self._in_graph()
+        return self._graph().numpy()
+
+    def prepare(self) -> None:
+        """Trace and compile an in-graph evaluation now (the first call would; its result is not kept)."""
+        if self.env.get("backend") == "tensorflow":
+            self()
+
+    def _in_graph(self) -> Callable[[], Any]:
+        """The compiled evaluation: every env's first episode, its return once it ends."""
+        import tensorflow as tf
+
+        from .tfenvs import make_tf_env
+
+        seed = env_seed(self.seed, EVAL_RANK)
+        env = make_tf_env(
+            self.env["id"], self.episodes, seed=seed, max_episode_steps=self.env.get("max_episode_steps"), name="eval"
+        )
+        act, n = self.act, self.episodes
+
+        def body(obs, running, returns, finished):  # noqa: ANN001, ANN202
+            obs, reward, terminated, truncated = env.step(act(obs))
+            running += tf.where(finished, tf.zeros([n], tf.float64), tf.cast(reward, tf.float64))
+            ended = tf.logical_and(tf.logical_or(terminated, truncated), tf.logical_not(finished))
+            return obs, running, tf.where(ended, running, returns), tf.logical_or(finished, ended)
+
+        @tf.function(autograph=False, jit_compile=True)
+        def episodes() -> tf.Tensor:
+            env.rng.reset_from_seed(seed)  # the same first states every evaluation
+            zeros = tf.zeros([n], tf.float64)
+            start = (env.reset(), zeros, zeros, tf.zeros([n], tf.bool))
+            unfinished = lambda *state: tf.logical_not(tf.reduce_all(state[3]))  # noqa: E731
+            # every episode ends by the time limit at the latest
+            return tf.while_loop(unfinished, body, start, maximum_iterations=env.max_episode_steps)[2]
+
+        return episodes
 
 
 def video_paths(folder: Path, name: str, episodes: int) -> list[Path]:

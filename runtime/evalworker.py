@@ -5,7 +5,7 @@ steps) steps half as many env steps as training does: done in the training loop 
 quarter of the run. Here rank 0 only writes the policy's weights (``tf.train.Checkpoint``,
 about 10 ms) and goes on; an evaluator process started with the run (its TensorFlow import
 overlaps training) restores them into the exported policy, evaluates on fresh envs exactly as
-:func:`rlgen.runtime.evaluate.evaluate` does in-loop, and exports ``policy-best/`` itself when
+:class:`rlgen.runtime.evaluate.PolicyEvaluation` does in-loop, and exports ``policy-best/`` itself when
 the result is the best so far. On a machine with a core to spare that is all off the training
 path.
 
@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -133,25 +134,27 @@ def _start() -> _Forked | subprocess.Popen:
 class Evaluator:
     """Rank 0's side: one evaluator process, at most one evaluation in flight."""
 
-    def __init__(self, run_dir: Path, env: dict[str, Any], episodes: int, seed: int, lead: int) -> None:
+    def __init__(
+        self, run_dir: Path, env: dict[str, Any], episodes: int, seed: int, lead: int, export: Callable[[Path], None]
+    ) -> None:
+        """``export(dir)`` exports the policy: done here once, as the template the process
+        restores each snapshot into, so that the process prepares its evaluation (in-graph:
+        traces and compiles it) while the first iterations run, not while one waits for it."""
         self.dir = run_dir / ".eval"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lead = lead
         self.pending: dict[str, Any] | None = None  # {"steps", "due", "weights"}
-        self.template = False
         self.proc = _start()
         self.started = "forked" if isinstance(self.proc, _Forked) else "spawned"  # run.json: eval_process
         log = str(run_dir / "ranks" / "eval.log")
         self._send({"env": env, "episodes": episodes, "seed": seed, "log": log})
+        export(self.dir / "template")
+        self._send({"template": str(self.dir / "template")})
 
-    def request(self, policy: Any, steps: int, due: int, export_template: Any) -> None:
+    def request(self, policy: Any, steps: int, due: int) -> None:
         """Evaluate the policy's weights as they are now (``steps`` env steps); due at iteration ``due``."""
         import tensorflow as tf
 
-        if not self.template:  # the exported policy the process restores each snapshot into
-            export_template(self.dir / "template")
-            self._send({"template": str(self.dir / "template")})
-            self.template = True
         weights = tf.train.Checkpoint(policy=policy).write(str(self.dir / f"weights-{steps}"))
         self.pending = {"steps": steps, "due": due, "weights": weights}
         self._send({"evaluate": weights, "steps": steps})
@@ -230,22 +233,20 @@ def main() -> None:
     configure_tensorflow()
     import tensorflow as tf
 
-    from rlgen.runtime.evaluate import evaluate
+    from rlgen.runtime.evaluate import PolicyEvaluation
 
-    loaded = restore = None
-
-    def act(obs):  # noqa: ANN001, ANN202
-        return loaded.act(tf.constant(obs)).numpy()
-
+    loaded = restore = evaluation = None
     for line in sys.stdin:
         message = json.loads(line)
         try:
             if "template" in message:
                 loaded = tf.saved_model.load(message["template"])
                 restore = tf.train.Checkpoint(policy=loaded.policy)
+                evaluation = PolicyEvaluation(loaded.act, config["env"], config["episodes"], config["seed"])
+                evaluation.prepare()
             elif "evaluate" in message:
                 restore.read(message["evaluate"]).assert_existing_objects_matched()
-                returns = evaluate(act, config["env"], config["episodes"], config["seed"])
+                returns = evaluation()
                 reply = {"steps": message["steps"], "mean": float(returns.mean()), "std": float(returns.std())}
                 replies.write(json.dumps(reply) + "\n")
             elif "export" in message:

@@ -1,7 +1,8 @@
 """The evaluator process (rlgen.runtime.evalworker): forked from a process whose TensorFlow
 has not run yet, started afresh otherwise; either way it evaluates a weight snapshot to the
 returns the evaluating process itself gets. Each case runs in a fresh interpreter, because
-whether TensorFlow has run decides how the process starts."""
+whether TensorFlow has run decides how the process starts. An in-graph env (``backend:
+tensorflow``) is evaluated in the graph there too."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     import tensorflow as tf
     from rlgen.runtime import evalworker
-    from rlgen.runtime.evaluate import evaluate
+    from rlgen.runtime.evaluate import PolicyEvaluation
 
     run_dir = Path(sys.argv[1])
     (run_dir / "ranks").mkdir(parents=True)
@@ -43,24 +44,31 @@ SCRIPT = textwrap.dedent(
             return self.policy.act(obs, deterministic=True)[0]
 
     exported = Exported()
-    env = {"id": "CartPole-v1"}
-    evaluator = evalworker.Evaluator(run_dir, env, 4, 7, lead=1)
-    evaluator.request(policy, 100, 1, lambda target: tf.saved_model.save(exported, str(target)))
+    env = {"id": "CartPole-v1", **({"backend": sys.argv[3]} if sys.argv[3] == "tensorflow" else {})}
+    evaluator = evalworker.Evaluator(
+        run_dir, env, 4, 7, lead=1, export=lambda target: tf.saved_model.save(exported, str(target))
+    )
+    policy.network.trainable_variables[0].assign_add(tf.ones_like(policy.network.trainable_variables[0]))
+    evaluator.request(policy, 100, 1)  # the weights as they are now, not the template's
     steps, mean, _ = evaluator.collect()
     evaluator.export(run_dir / "best")
     evaluator.close()
-    here = evaluate(lambda obs: exported.act(tf.constant(obs)).numpy(), env, 4, 7)
+    here = PolicyEvaluation(exported.act, env, 4, 7)()
     print(json.dumps({"started": evaluator.started, "steps": steps, "mean": mean, "here": float(here.mean()),
                       "exported": (run_dir / "best" / "saved_model.pb").is_file()}))
     """
 )
 
 
-@pytest.mark.parametrize("state,started", [("idle", "forked"), ("ran", "spawned")])
-def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(tmp_path: Path, state: str, started: str) -> None:
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), state], capture_output=True, text=True, timeout=300
-    )
+@pytest.mark.parametrize(
+    "state,started,backend",
+    [("idle", "forked", "gymnasium"), ("ran", "spawned", "gymnasium"), ("idle", "forked", "tensorflow")],
+)
+def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(
+    tmp_path: Path, state: str, started: str, backend: str
+) -> None:
+    script = [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), state, backend]
+    r = subprocess.run(script, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["started"] == started

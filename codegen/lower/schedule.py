@@ -246,6 +246,7 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
             "factory": spec.env.factory,
             "kwargs": dict(spec.env.kwargs),
             "max_episode_steps": spec.env.max_episode_steps,
+            **({"backend": "tensorflow"} if spec.env.backend == "tensorflow" else {}),  # evaluated in the graph
             **({"wrappers": [w.as_data() for w in spec.env.wrappers]} if spec.env.wrappers else {}),
             "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],
         },

@@ -36,6 +36,7 @@ RUN = RunConfig(
         "factory": None,
         "kwargs": {},
         "max_episode_steps": None,
+        "backend": "tensorflow",
         "obs_shape": [4],
     },
     stop_mean_return=475,
