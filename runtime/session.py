@@ -147,6 +147,7 @@ class Session:
         self._last_checkpoint_steps = 0
         self._last_eval_steps = 0
         self._evaluator = None  # rank 0's evaluator process (rlgen.runtime.evalworker), if any
+        self._eval = None  # the in-loop evaluation (rlgen.runtime.evaluate.PolicyEvaluation), once built
         self._final_iteration = math.inf
         self.last_eval: tuple[float, float] | None = None
         self.best_eval: tuple[float, int] | None = None  # (mean return, env steps) of the best evaluation
@@ -479,7 +480,7 @@ class Session:
 
     def _evaluation(self):
         """The in-loop evaluation of the policy, built on first use (the act function traced once)."""
-        if not hasattr(self, "_eval"):
+        if self._eval is None:
             import tensorflow as tf
 
             from .evaluate import PolicyEvaluation
