@@ -83,10 +83,9 @@ class BuildInfo:
 
 
 def horovod_command(info: BuildInfo, cluster: Cluster, rank_args: list[str]) -> list[str]:
-    """``horovodrun --gloo -np N -H hosts [ssh/interface options] python -m <package>.main ...``."""
-    horovodrun = Path(sys.executable).with_name("horovodrun")
-    exe = str(horovodrun) if horovodrun.exists() else (shutil.which("horovodrun") or "horovodrun")
-    cmd = [exe, "--gloo", *cluster.horovodrun_args(info.workers)]
+    """``horovodrun --gloo -np N -H hosts [ssh/interface options] python -m <package>.main ...``,
+    through :mod:`rlgen.runtime.hvdrun` (horovodrun itself, less its 4-second Gloo check)."""
+    cmd = [sys.executable, "-m", "rlgen.runtime.hvdrun", "--gloo", *cluster.horovodrun_args(info.workers)]
     return [*cmd, sys.executable, "-m", f"{info.package}.main", *rank_args]
 
 

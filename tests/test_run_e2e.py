@@ -233,8 +233,9 @@ def _launch(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.Popen:
 
 
 def _ranks_of(run_dir: Path, ranks_only: bool = False) -> list[int]:
-    """pids of a run's processes: horovodrun, its wrappers and the ranks (``ranks_only``: the
-    Python rank processes), found by their command line, which names the run directory."""
+    """pids of a run's processes: the launcher (rlgen.runtime.hvdrun), its wrappers and the ranks
+    (``ranks_only``: the Python rank processes), found by their command line, which names the run
+    directory."""
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -244,7 +245,8 @@ def _ranks_of(run_dir: Path, ranks_only: bool = False) -> list[int]:
                 continue
             if b"ppo_cartpole.main" not in argv or str(run_dir).encode() not in b" ".join(argv):
                 continue
-            if not ranks_only or (b"python" in Path(argv[0].decode()).name.encode() and b"horovodrun" not in argv[1]):
+            rank = b"python" in Path(argv[0].decode()).name.encode() and argv[1:3] == [b"-m", b"ppo_cartpole.main"]
+            if not ranks_only or rank:
                 out.append(int(pid))
     return out
 
