@@ -50,10 +50,19 @@ MEASURE_ITERATIONS = 8  # overlapped policies run ahead at first: fewer overstat
 MAX_LOCAL_WORKERS = 4
 
 # Costs the model takes as given (measured on the reference machine, docs/policies.md):
-ROUND_TRIP_S = 0.0004  # one request and answer over a channel (central inference: per env step)
+#: one request and answer over a channel, per env step under central inference, with every
+#: core busy (Ant-v5, benchmarks/policy_switch.py: the learner's comm less its env workers'
+#: env time, per env step, 0.95 ms with 1 and 1.0 ms with 2 workers; 0.06 ms on an idle machine)
+ROUND_TRIP_S = 0.001
 ALLREDUCE_S = 0.0034  # one Horovod allreduce of a small network's gradients
 TRANSFER_S = 0.001  # one rollout or weights message over a channel
-START_S = 10.0  # starting a distributed build (horovodrun, TensorFlow, tracing) until measured
+#: starting a measurement's or the chosen policy's ranks until their first iteration, until a
+#: measurement says better (benchmarks/dist_start.py: 7-10 s outside the clock for 2-3 ranks)
+START_S = 10.0
+#: Predicted speeds this close count as a tie, broken toward the policy that talks least
+#: (asynchronous actors, then other experience cuts, then gradients, then env cuts).
+TIE = 0.05
+_TALK = {"experience": 1, "gradients": 2, "env": 3}
 ALLREDUCE_RTTS = 6  # network round trips per allreduce across hosts (benchmarks/host_latency.py: 6-8)
 
 
@@ -286,8 +295,7 @@ class Chooser:
         budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
         best = max([single, *self.candidates], key=lambda x: x.measured or 0.0)
         spent, self.start_s = 0.0, START_S
-        # fastest predicted first; on a tie, asynchronous actors first (they never wait on a straggler)
-        for c in sorted(self.candidates, key=lambda c: (-round(c.predicted), not POLICIES[c.policy].asynchronous)):
+        for c in ranked(self.candidates):
             if c.measured is not None:
                 continue
             if c.predicted < 0.9 * best.speed:
@@ -365,6 +373,25 @@ class Chooser:
             c.note = "measured"
         else:
             c.note = f"failed: {r.error}"
+
+
+def ranked(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Fastest predicted first; predictions within :data:`TIE` of each other tie, and a tie
+    goes to the policy that talks least: asynchronous actors never wait on a straggler, and a
+    round trip per env step is the cost the model knows least well (it varies with the load)."""
+    order = sorted(candidates, key=lambda c: -c.predicted)
+    out: list[Candidate] = []
+    while order:
+        lead = order[0].predicted
+        tied = [c for c in order if c.predicted >= (1 - TIE) * lead]
+        out += sorted(tied, key=lambda c: (_talks(c.policy), -c.predicted))
+        order = [c for c in order if c not in tied]
+    return out
+
+
+def _talks(policy: str) -> tuple[int, int]:
+    p = POLICIES[policy]
+    return (0 if p.asynchronous else _TALK.get(p.cut or "", 0), p.env_groups)
 
 
 def _runs(n: int) -> str:

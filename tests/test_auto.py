@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlgen.codegen.policies import POLICIES
-from rlgen.runtime.auto import Candidate, Chooser, Profile, predict
+from rlgen.runtime.auto import Candidate, Chooser, Profile, predict, ranked
 from rlgen.runtime.history import History, key_of
 
 from conftest import ROOT
@@ -31,7 +31,7 @@ def profile(**ms) -> Profile:
 def test_the_model_pipelines_inference_only_where_env_steps_cost_as_much_and_a_core_is_free():
     balanced = profile(inference=40, env=50, update=5)  # inference about as costly as the env
     pipelined, central = POLICIES["pipelined-inference"], POLICIES["central-inference"]
-    assert predict(balanced, pipelined, 2, cores=2) > 1.2 * predict(balanced, central, 2, cores=2)
+    assert predict(balanced, pipelined, 2, cores=2) > 1.1 * predict(balanced, central, 2, cores=2)
     inference_bound = profile(inference=40, env=2, update=5)  # CartPole: the second call costs more
     assert predict(inference_bound, pipelined, 2, cores=2) < predict(inference_bound, central, 2, cores=2)
     # no free core: two env workers and the learner share two cores
@@ -58,6 +58,27 @@ def test_the_model_sends_an_expensive_env_to_actors_and_keeps_a_cheap_one_home()
         for p in ("central-inference", "actors-learner")
     }
     assert far["central-inference"] < 0.5 * far["actors-learner"]
+
+
+def test_an_env_heavy_profile_measures_the_asynchronous_actors_first():
+    """Ant-v5 under single (benchmarks/policy_switch.py, 2 cores): 1,536 env steps per iteration
+    in 128 env calls; there the asynchronous actors (3) measured 3,424 steps/s, actors-learner (3)
+    3,406, central inference (3) 2,359 and pipelined inference (3) 1,933. The candidates the
+    budget lets auto measure first must be the actors', not the inference policies'."""
+    parts = {"inference": 0.095, "env": 0.8356, "buffer": 0.0038, "update": 0.0445, "comm": 0.0, "loop": 0.0}
+    ant = Profile(1536, 128, 40, {**parts, "other": 0.0005}, 1568.0)
+    cands = [Candidate(p, w) for p in POLICIES if p != "single" for w in (2, 3)]
+    for c in cands:
+        c.predicted = predict(ant, POLICIES[c.policy], c.workers, cores=2)
+    order = [c.label for c in ranked(cands)]
+    assert order[:2] == ["async-actors (3)", "actors-learner (3)"]
+    assert order.index("pipelined-inference (3)") > 1 and order.index("central-inference (3)") > 1
+
+
+def test_a_tie_goes_to_the_policy_that_talks_least():
+    cands = [Candidate("central-inference", 3, 1000.0), Candidate("actors-learner", 3, 990.0)]
+    cands += [Candidate("async-actors", 3, 960.0), Candidate("multi-learner", 2, 800.0)]
+    assert [c.policy for c in ranked(cands)] == ["async-actors", "actors-learner", "central-inference", "multi-learner"]
 
 
 def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024) -> list[dict]:
