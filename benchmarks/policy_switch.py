@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgen.codegen.policies import POLICIES
-from rlgen.runtime.auto import PROFILE_ITERATIONS
 from rlgen.runtime.bench import run_policy, speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,12 +52,13 @@ class Workload:
     spec: Path
     iterations: int
     warmup: int  # first iterations left out of rates
+    auto_iterations: int  # auto's run: its profile (2 s at least), then a trial's measurement
 
 
 WORKLOADS = {
-    "cartpole": Workload("cartpole", ROOT / "examples" / "ppo-cartpole.rl.yaml", 150, 5),
-    "ant": Workload("ant", ROOT / "benchmarks" / "specs" / "ppo-ant.rl.yaml", 14, 2),
-    "large": Workload("large", ROOT / "benchmarks" / "specs" / "ppo-cartpole-large.rl.yaml", 16, 2),
+    "cartpole": Workload("cartpole", ROOT / "examples" / "ppo-cartpole.rl.yaml", 150, 5, 400),
+    "ant": Workload("ant", ROOT / "benchmarks" / "specs" / "ppo-ant.rl.yaml", 14, 2, 20),
+    "large": Workload("large", ROOT / "benchmarks" / "specs" / "ppo-cartpole-large.rl.yaml", 16, 2, 24),
 }
 CANDIDATES = [("single", 1)] + [
     (p, w)
@@ -118,12 +118,12 @@ def _measure_one(spec: Path, policy: str, workers: int, workload: Workload, tmp:
 
 def run_auto(workload: Workload, tmp: Path, cache: Path, label: str) -> dict:
     """``rlgen run --policy auto`` on the workload (evaluation off, its default calibration
-    budget: 10% of the spec's whole run), stopped a few iterations after it has chosen, with
+    budget: 10% of the spec's whole run), stopped once it has chosen and measured a tried policy, with
     ``cache`` as the machine's memory of measured speeds (rlgen.runtime.history)."""
     spec = speed_only(workload.spec, tmp)
     run_dir = tmp / f"auto-{label}"
     with _speeds_in(cache):  # 1 worker: this machine's default
-        result = run_policy(spec, "auto", 1, PROFILE_ITERATIONS + 3, run_dir, None, 3600)
+        result = run_policy(spec, "auto", 1, workload.auto_iterations, run_dir, None, 3600)
     if not result.ok:
         return {"error": result.error}
     record = json.loads((run_dir / "run.json").read_text())["auto"]

@@ -41,8 +41,16 @@ from .session import CATEGORIES as PARTS  # the parts a run times
 
 #: The most calibration may cost, as a share of the run's expected length.
 CALIBRATION_SHARE = 0.10
-#: Iterations of the run profiled under ``single`` (the first is left out: tracing).
+#: Iterations of the run profiled under ``single`` (the first is left out: tracing), and the
+#: seconds they span at least (a few short iterations say little: an evaluation or a
+#: checkpoint in one of them halves their speed).
 PROFILE_ITERATIONS = 4
+PROFILE_S = 2.0
+#: A tried policy is measured over at least MEASURE_ITERATIONS and this many seconds after its
+#: first two iterations, and kept at this share of single's profiled speed or more (going back
+#: costs another start; within this share the two are a measurement's noise apart).
+TRIAL_S = 3.0
+TRIAL_KEEP = 0.9
 #: Iterations of a measured candidate (the first is left out).
 MEASURE_ITERATIONS = 8  # overlapped policies run ahead at first: fewer overstate them
 #: Most workers tried on one machine (its cores + 1, since a learner waiting on a channel
@@ -59,6 +67,11 @@ TRANSFER_S = 0.001  # one rollout or weights message over a channel
 #: starting a measurement's or the chosen policy's ranks until their first iteration, until a
 #: measurement says better (benchmarks/dist_start.py: 7-10 s outside the clock for 2-3 ranks)
 START_S = 10.0
+#: The candidate ranked first, predicted at least this much faster than ``single``, is tried
+#: rather than measured apart: the run goes on under it, its first :data:`MEASURE_ITERATIONS`
+#: iterations (which train) measure it, and it comes back to ``single`` if they run slower
+#: than the profile. Closer calls are measured apart.
+TRY = 1.15
 #: Predicted speeds this close count as a tie, broken toward the policy that talks least
 #: (asynchronous actors, then other experience cuts, then gradients, then env cuts).
 TIE = 0.05
@@ -207,6 +220,7 @@ class Chooser:
         self.note = note
         self.measure = measure or self._measure
         self.choice: Candidate | None = None
+        self.trial = False  # the choice is tried unmeasured (see TRY)
         self.record: dict[str, Any] = {}
         self.budget_s = budget_s  # None: CALIBRATION_SHARE of the run's expected length
         self.model = model  # the validated spec (rlgen.dsl.spec.Spec), for :meth:`shape`
@@ -239,7 +253,8 @@ class Chooser:
         for c in self.candidates:
             if (m := known.get((c.policy, c.workers))) is not None:
                 c.measured, c.note = m.steps_per_s, _runs(m.runs)
-        best, budget, expected_s = self._calibrate(profile, single)
+        budget, expected_s = self._predict(profile)
+        best = self._measure_within(profile, single, budget)
         why = (
             f"{best.speed / single.speed:.2f}x single's steps/s, as measured on this machine before"
             if best is not single
@@ -248,53 +263,113 @@ class Chooser:
         self._conclude(best, why, started, budget, expected_s, {"from_history": history.key, **asdict(profile)}, single)
         return True
 
-    def decide(self, records: Sequence[dict[str, Any]]) -> bool:
-        """The profile hook: True when the run should stop here and go on under ``self.choice``."""
+    def decide(self, records: Sequence[dict[str, Any]], last: bool = False) -> bool | None:
+        """The profile hook: True when the run should stop here and go on under ``self.choice``;
+        None while the profile spans less than :data:`PROFILE_S` (unless this is the run's
+        ``last`` iteration)."""
+        if not last and records[-1]["time"] - records[0]["time"] < PROFILE_S:
+            return None
         started = time.perf_counter()
         profile = profile_of(records, self.env_calls, self.grad_steps)
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
-        best, budget, expected_s = self._calibrate(profile, single)
+        budget, expected_s = self._predict(profile)
         done = records[-1]["env_steps"]
         remaining = max(self.total_steps - done, 0)
         stay_s = remaining / profile.steps_per_s if profile.steps_per_s else 0.0
-        choice, why = single, "no measured candidate is faster"
-        top = max(self.candidates, key=lambda c: c.predicted, default=None)
-        if best is single and top is not None and top.measured is None and top.predicted > single.speed:
+        top = next(iter(ranked(self.candidates)), None)
+        if last:  # nothing left to go on with
+            choice, why = single, "the run ended with its profile"
+        elif self._worth_trying(top, single, remaining, stay_s, budget):
+            choice, self.trial = top, True
             why = (
-                f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but measuring it would "
-                f"cost more than the calibration budget ({budget:.1f} s); unmeasured candidates are never chosen "
-                f"(`rlgen bench SPEC --workers {top.workers}` measures it once; later auto runs remember)"
+                f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster: the run goes on under it, "
+                f"and its first {TRIAL_S:.0f} s measure it (back to single below "
+                f"{TRIAL_KEEP * single.speed:,.0f} steps/s, {TRIAL_KEEP:.0%} of single's)"
             )
-        if best is not single:
-            switch_s = remaining / best.speed + self.start_s
-            if switch_s < stay_s:
-                choice, why = best, f"{best.speed / single.speed:.2f}x single's steps/s"
-            else:
-                why = (
-                    f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
-                    f"(~{self.start_s:.0f} s) would not pay back over the {remaining:,} steps left"
-                )
+        else:
+            choice, why = self._measured_choice(profile, single, budget, remaining, stay_s)
         self._conclude(
             choice, why, started, budget, expected_s, {"iterations": len(records), **asdict(profile)}, single
         )
+        if self.trial:
+            self.record["trial"] = {"policy": choice.policy, "workers": choice.workers, "steps_per_s": None}
         self.publish()
         return choice is not single
 
-    def _calibrate(self, profile: Profile, single: Candidate) -> tuple[Candidate, float, float]:
-        """Predict every candidate; measure those not measured yet that may beat the best
-        measured, fastest predicted first, within the budget. The best measured candidate (or
-        ``single``), the budget and the run's expected length."""
+    def _worth_trying(
+        self, top: Candidate | None, single: Candidate, remaining: int, stay_s: float, budget: float
+    ) -> bool:
+        """Try the top-ranked candidate instead of measuring it apart: predicted at least
+        :data:`TRY` times single's speed, switching to it pays back at that speed, and its
+        start, all that is lost if it measures slower, fits the calibration budget."""
+        if top is None or top.measured is not None or top.predicted < TRY * single.speed:
+            return False
+        return self.start_s <= budget and remaining / top.predicted + self.start_s < stay_s
+
+    def _measured_choice(
+        self, profile: Profile, single: Candidate, budget: float, remaining: int, stay_s: float
+    ) -> tuple[Candidate, str]:
+        """Measure candidates apart within the budget; the fastest measured, if switching to it pays."""
+        best = self._measure_within(profile, single, budget)
+        if best is not single:
+            if remaining / best.speed + self.start_s < stay_s:
+                return best, f"{best.speed / single.speed:.2f}x single's steps/s"
+            return single, (
+                f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
+                f"(~{self.start_s:.0f} s) would not pay back over the {remaining:,} steps left"
+            )
+        top = next(iter(ranked(self.candidates)), None)
+        if top is not None and top.measured is None and top.predicted > single.speed:
+            return single, (
+                f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but neither measuring it "
+                f"({budget:.1f} s of calibration budget) nor trying it would pay back "
+                f"(`rlgen bench SPEC --workers {top.workers}` measures it once; later auto runs remember)"
+            )
+        return single, "no measured candidate is faster"
+
+    def trial_floor(self) -> str:
+        """The tried policy's ``--trial`` argument: the speed it must reach (:data:`TRIAL_KEEP`
+        of single's profile), and the iterations and seconds that measure it."""
+        return f"{TRIAL_KEEP * self._single.speed:.1f}:{MEASURE_ITERATIONS}:{TRIAL_S}"
+
+    def tried(self, steps_per_s: float | None, kept: bool, spent_s: float = 0.0) -> None:
+        """What trying the choice measured: kept, or slower than single (then the run goes back
+        to single; ``spent_s``, the time the trial cost, counts as calibration)."""
+        c = self.choice
+        c.measured, c.note = steps_per_s, "tried: the run went on under it"
+        if not kept:
+            c.note = "tried: slower than single"
+            shown = "-" if steps_per_s is None else f"{steps_per_s:,.0f}"
+            self.choice = self._single
+            self.record["choice"] = {"policy": "single", "workers": 1}
+            self.record["why"] = (
+                f"{c.label} was tried and ran at {shown} steps/s, below {TRIAL_KEEP:.0%} of single's "
+                f"{self._single.speed:,.0f}: the run went back to single"
+            )
+            self.record["calibration_s"] = round(self.record["calibration_s"] + spent_s, 3)
+        self.record["trial"] = {"policy": c.policy, "workers": c.workers, "steps_per_s": steps_per_s, "kept": kept}
+        self.record["candidates"] = [asdict(self._single)] + [asdict(x) for x in self.candidates]
+        self.publish()
+
+    def _predict(self, profile: Profile) -> tuple[float, float]:
+        """Predict every candidate from the profile; the calibration budget and the run's
+        expected length (at the best predicted speed: calibration stays within its share even
+        of the faster run it buys)."""
         rtt = network_rtt(self.hosts)
         for c in self.candidates:
             c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt)
-        # the run as long as it would be at the best predicted speed: calibration stays within
-        # its share even of the faster run it buys
         fastest = max([profile.steps_per_s, *(c.predicted for c in self.candidates)])
         expected_s = self.total_steps / fastest if fastest else 0.0
         budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
+        self.start_s = START_S
+        return budget, expected_s
+
+    def _measure_within(self, profile: Profile, single: Candidate, budget: float) -> Candidate:
+        """Measure the candidates not measured yet that may beat the best measured, in
+        :func:`ranked` order, while the budget lasts; the best measured (or ``single``)."""
         best = max([single, *self.candidates], key=lambda x: x.measured or 0.0)
-        spent, self.start_s = 0.0, START_S
+        spent = 0.0
         for c in ranked(self.candidates):
             if c.measured is not None:
                 continue
@@ -310,7 +385,7 @@ class Chooser:
             if c.measured is not None:
                 self.start_s = max(1.0, c.cost_s - MEASURE_ITERATIONS * profile.steps_per_iteration / c.measured)
                 best = max(best, c, key=lambda x: x.measured or 0.0)
-        return best, budget, expected_s
+        return best
 
     def _conclude(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from rlgen.cli import EXIT_INVALID as EXIT_FAILED
@@ -252,17 +253,37 @@ def _run_auto(args: argparse.Namespace, auto, info, rank_args: list[str], run_di
     chosen = launch.BuildInfo.read(out)
     launch.prepare_run_dir(run_dir, chosen, resume=True)
     launch.record_build(run_dir, chosen)
-    resume_args = [*rank_args, "--resume"]
-    if args.iterations:  # --iterations counts from the start of the run, the profile included
-        left = max(args.iterations - auto.record["profile"]["iterations"], 0)
-        resume_args[resume_args.index("--iterations") + 1] = str(left)
     cluster = _cluster(args, chosen, {})
     if cluster is None:
         return EXIT_USAGE
+    trial = ["--trial", auto.trial_floor()] if auto.trial else []
+    started = time.perf_counter()
+    resume_args = _resumed(args, rank_args, profiled) + trial
     launch.run_distributed(chosen, launch.horovod_command(chosen, cluster, resume_args), run_dir, args.quiet, cluster)
-    _remember(chosen, cluster.hosts, _rows(run_dir)[profiled:])
+    rows = _rows(run_dir)
+    _remember(chosen, cluster.hosts, rows[profiled:])
+    if auto.trial:
+        doc = json.loads((run_dir / "run.json").read_text())
+        kept = doc.get("status") != "switching"
+        auto.tried(doc.get("trial_steps_per_s"), kept, time.perf_counter() - started)
+        if not kept:  # slower than single: single goes on from the tried policy's last checkpoint
+            launch.prepare_run_dir(run_dir, info, resume=True)
+            launch.record_build(run_dir, info)
+            done = rows[-1]["iteration"] if rows else profiled
+            if not args.iterations or args.iterations > done:
+                launch.run_in_process(info, _resumed(args, rank_args, done), run_dir, verbose=args.verbose)
+            _remember(info, auto.hosts, _rows(run_dir)[len(rows) :])
     _curves(args, run_dir)
     return EXIT_OK
+
+
+def _resumed(args: argparse.Namespace, rank_args: list[str], done: int) -> list[str]:
+    """The rank arguments that resume the run after ``done`` iterations (``--iterations``
+    counts from the run's start)."""
+    out = [*rank_args, "--resume"]
+    if args.iterations:
+        out[out.index("--iterations") + 1] = str(max(args.iterations - done, 0))
+    return out
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

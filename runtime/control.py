@@ -28,8 +28,9 @@ from .channels import Mesh, Stopped, pack, unpack
 
 #: Channel tags of the control messages (generated transfers use small tags).
 REPORT, VERDICT, BEGIN = 60_000, 60_001, 60_002
-#: Stop reasons as verdict headers (0: go on).
-REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0")
+#: Stop reasons as verdict headers (0: go on). ``switch``: the run goes on under another policy
+#: (``--policy auto``: a tried policy ran slower than ``single``).
+REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0", "switch")
 
 Episodes = list[tuple[float, int]]
 

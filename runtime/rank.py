@@ -23,7 +23,7 @@ from .session import RunConfig, Session, configure_tensorflow, default_run_dir, 
 
 Runner = Callable[[Session, int], None]
 #: Set by ``--policy auto`` before it runs a build in this process: (K, hook), see Session.
-PROFILE: tuple[int, Callable[[list[dict]], bool]] | None = None
+PROFILE: tuple[int, Callable[[list[dict], bool], bool | None]] | None = None
 
 
 def _parser(description: str) -> argparse.ArgumentParser:
@@ -33,6 +33,7 @@ def _parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--iterations", type=int, help="stop after this many iterations")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)  # a measurement (auto)
+    parser.add_argument("--trial", help=argparse.SUPPRESS)  # FLOOR:K:SECONDS, a policy auto tries (Session)
     parser.add_argument("--lifeline", help=argparse.SUPPRESS)  # host:port:token of the launcher (rlgen run)
     return parser
 
@@ -51,6 +52,13 @@ def _channels(rank: int, size: int, lifeline: Lifeline | None) -> Mesh:
         return comm.gather(row, [row.size], "uint8").reshape(size, row.size)
 
     return connect(rank, size, peers, advertise, exchange)
+
+
+def _trial(value: str | None) -> tuple[float, int, float] | None:
+    if not value:
+        return None
+    floor, iterations, seconds = value.split(":")
+    return float(floor), int(iterations), float(seconds)
 
 
 def run_rank(
@@ -120,6 +128,7 @@ def run_rank(
             profile=None if distributed else PROFILE,
             calibrate=args.calibrate,
             threads=threads,
+            trial=_trial(args.trial),
         )
         for reason in pending:
             session.request_stop(reason)

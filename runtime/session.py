@@ -114,15 +114,24 @@ class Session:
         profile: tuple[int, Callable[[list[dict[str, Any]]], bool]] | None = None,
         calibrate: bool = False,
         threads: Mapping[str, int] | None = None,
+        trial: tuple[float, int, float] | None = None,
     ) -> None:
         if calibrate:  # a measurement: no evaluation, checkpoints, export or TensorBoard
             config = replace(config, eval_every=0, checkpoint_every=0, tensorboard=False)
         self.config, self.rank, self.size = config, rank, size
         self.calibrate = calibrate
-        # (K, hook): after K iterations, rank 0 hands the records to hook; True ends the run
-        # here with a checkpoint, for another policy to resume (``--policy auto``)
+        # (K, hook): from K iterations on, rank 0 hands the records so far to hook(records,
+        # last) after each iteration until it answers: True ends the run here with a checkpoint,
+        # for another policy to resume (``--policy auto``), False goes on, None asks for more
         self._profile = profile if rank == 0 else None
         self._profiled: list[dict[str, Any]] = []
+        # (floor, K, seconds): ``--policy auto`` tries this policy; rank 0 measures its speed over
+        # at least K iterations and the given seconds after this launch's first two (tracing,
+        # warm-up) and, below ``floor`` steps/s, stops every rank with a checkpoint ("switch")
+        # for the run to go on under single
+        self._trial = trial if rank == 0 else None
+        self._trial_mark: tuple[int, float, int] | None = None
+        self.trial_speed: float | None = None
         self.run_dir = Path(run_dir)
         self.resume = resume
         self.clock = Clock()
@@ -318,12 +327,31 @@ class Session:
         reason = ""
         if self.rank == 0:
             reason = "interrupted" if report.interrupted else "mean return reached" if self._return_target_met() else ""
+            reason = reason or self._trial_verdict()
         self.stop_reason = self.control.verdict(reason)
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
             self._rank0_end(metrics, policy_lag, dropped, report.rest_parts())
         self.clock.lap("other")
+
+    def _trial_verdict(self) -> str:
+        """``switch`` when a tried policy measured slower than its floor (see ``trial``)."""
+        if self._trial is None:
+            return ""
+        steps, now = self.env_steps, self.elapsed
+        if self._trial_mark is None:
+            self._trial_mark = (steps, now, self.iteration + 1)  # measured from the next iteration's end
+            return ""
+        floor, iterations, seconds = self._trial
+        since_steps, since, since_iteration = self._trial_mark
+        if self.iteration == since_iteration:  # the end of this launch's second iteration
+            self._trial_mark = since_steps, since, since_iteration = (steps, now, self.iteration)
+        if self.iteration - since_iteration < iterations or now - since < seconds:
+            return ""
+        self._trial = None
+        self.trial_speed = (steps - since_steps) / (now - since) if now > since else 0.0
+        return "switch" if self.trial_speed < floor else ""
 
     def _rank0_end(
         self, metrics: Any, policy_lag: int | None = None, dropped: int | None = None, rest: Any = None
@@ -356,10 +384,12 @@ class Session:
         self._metrics_file.flush()
         if self._profile is not None and not self.stop_reason:
             self._profiled.append(record)
-            if len(self._profiled) == self._profile[0]:
-                if self._profile[1](self._profiled) and not self._interrupted:
-                    self.stop_reason = "switch"
-                self._profile = None
+            if len(self._profiled) >= self._profile[0]:
+                verdict = self._profile[1](self._profiled, self.iteration >= self._final_iteration)
+                if verdict is not None:  # None: profile on
+                    if verdict and not self._interrupted:
+                        self.stop_reason = "switch"
+                    self._profile = None
         if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
             self._tensorboard(record)
         if self._checkpoint_due():
@@ -562,6 +592,8 @@ class Session:
         summary = self.summary()
         if self._evaluator is not None:
             summary["eval_process"] = self._evaluator.started
+        if self.trial_speed is not None:
+            summary["trial_steps_per_s"] = round(self.trial_speed, 1)
         if final_eval:
             summary["final_eval"] = {
                 "mean_return": final_eval["eval_mean_return"],

@@ -81,15 +81,15 @@ def test_a_tie_goes_to_the_policy_that_talks_least():
     assert [c.policy for c in ranked(cands)] == ["async-actors", "actors-learner", "central-inference", "multi-learner"]
 
 
-def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024) -> list[dict]:
+def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024, env_share: float = 0.9) -> list[dict]:
     t = per_iteration / steps_per_s
     return [
         {
             "iteration": i + 1,
             "env_steps": per_iteration * (i + 1),
             "time": 2.0 + t * i,
-            "time_env": t * 0.9,
-            "time_update": t * 0.1,
+            "time_env": t * env_share,
+            "time_update": t * (1 - env_share),
         }
         for i in range(n)
     ]
@@ -117,11 +117,12 @@ def chooser(tmp_path: Path, measured: dict[str, float | None], total: int, budge
     )
 
 
-def test_the_fastest_measured_candidate_is_chosen_when_switching_pays(tmp_path):
+def test_close_calls_are_measured_apart_and_the_fastest_measured_is_chosen_when_switching_pays(tmp_path):
     c = chooser(
-        tmp_path, {"actors-learner (3)": 2600.0, "actors-learner (2)": 1500.0, "central-inference (3)": 1900.0}, 10**6
+        tmp_path, {"actors-learner (3)": 2600.0, "actors-learner (2)": 1050.0, "central-inference (3)": 1900.0}, 10**6
     )
-    assert c.decide(records(1000.0)) is True
+    # update-bound: no candidate is predicted 1.15x single's speed, so none is tried unmeasured
+    assert c.decide(records(1000.0, env_share=0.1)) is True and not c.trial
     assert (c.choice.policy, c.choice.workers) == ("actors-learner", 3)
     doc = json.loads((tmp_path / "run.json").read_text())["auto"]
     assert doc["choice"] == {"policy": "actors-learner", "workers": 3}
@@ -141,6 +142,67 @@ def test_nothing_unmeasured_is_chosen_and_a_short_run_stays_single(tmp_path):
     assert "would not pay back" in c.record["why"]
 
 
+def test_a_candidate_predicted_much_faster_is_tried_rather_than_measured_apart(tmp_path):
+    c = chooser(tmp_path, {"actors-learner (3)": 2600.0}, 10**7)
+    assert c.decide(records(1000.0)) is True and c.trial
+    top = ranked(c.candidates)[0]
+    assert c.choice is top and top.measured is None and top.predicted >= 1.15 * 1000.0
+    assert "back to single below 900 steps/s" in c.record["why"]
+    assert c.trial_floor() == "900.0:8:3.0"
+    doc = json.loads((tmp_path / "run.json").read_text())["auto"]
+    assert doc["trial"]["steps_per_s"] is None and doc["choice"]["policy"] == top.policy
+    # it measured slower than single's profile: the run goes back to single, and says why
+    c.tried(900.0, kept=False, spent_s=12.0)
+    assert c.choice.policy == "single" and top.measured == 900.0
+    doc = json.loads((tmp_path / "run.json").read_text())["auto"]
+    assert doc["choice"] == {"policy": "single", "workers": 1} and doc["trial"]["kept"] is False
+    assert "went back to single" in doc["why"] and doc["calibration_s"] >= 12.0
+
+
+def test_a_kept_trial_stays_chosen_and_a_short_run_is_not_tried(tmp_path):
+    c = chooser(tmp_path, {}, 10**7)
+    assert c.decide(records(1000.0)) is True
+    tried = c.choice
+    c.tried(1800.0, kept=True)
+    doc = json.loads((tmp_path / "run.json").read_text())["auto"]
+    assert c.choice is tried and doc["trial"] == {**doc["trial"], "steps_per_s": 1800.0, "kept": True}
+    c = chooser(tmp_path, {}, 20_000)  # 16 s left: trying costs a restart it cannot win back
+    assert c.decide(records(1000.0)) is False and not c.trial and c.choice.policy == "single"
+    c = chooser(tmp_path, {}, 10**7, budget=5.0)  # a start would cost more than the budget if the trial fails
+    assert c.decide(records(1000.0)) is False and not c.trial
+
+
+def _rank_entry(tmp_path: Path, *args: str) -> tuple[dict, list[dict]]:
+    """Build the CartPole example for single (no evaluation) and run its rank entry directly."""
+    spec = tmp_path / "s.rl.yaml"
+    spec.write_text(re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO))
+    build = tmp_path / "build"
+    if not build.exists():
+        subprocess.run([sys.executable, "-m", "rlgen", "build", str(spec), "-o", str(build)], check=True)
+    run_dir = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
+    r = subprocess.run(
+        [sys.executable, "-m", "ppo_cartpole.main", "--run-dir", str(run_dir), "--quiet", *args],
+        cwd=build,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(build)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return json.loads((run_dir / "run.json").read_text()), rows
+
+
+def test_a_tried_policy_slower_than_its_floor_stops_with_a_checkpoint_after_its_measuring_iterations(tmp_path):
+    doc, rows = _rank_entry(tmp_path, "--iterations", "12", "--trial", "1e12:3:0")  # no policy is that fast
+    assert doc["status"] == "switching" and doc["stop_reason"] == "switch"
+    assert len(rows) == 5  # two iterations of warm-up (the first traces), then the 3 that measure
+    assert 0 < doc["trial_steps_per_s"] < 1e12
+    assert doc["env_steps"] == 5 * 256 and list((tmp_path / "run0" / "checkpoints").glob("ckpt-*.index"))
+    doc, rows = _rank_entry(tmp_path, "--iterations", "12", "--trial", "1:3:0")  # every policy is that fast
+    assert doc["status"] == "finished" and len(rows) == 12 and doc["trial_steps_per_s"] > 1
+
+
 @pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
 def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     text = re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO)
@@ -149,7 +211,7 @@ def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     run_dir = tmp_path / "run"
     r = subprocess.run(
         [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--calibration-budget", "200"]
-        + ["--iterations", "10", "--run-dir", str(run_dir), "--build-dir", str(tmp_path / "build")],
+        + ["--iterations", "150", "--run-dir", str(run_dir), "--build-dir", str(tmp_path / "build")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -168,7 +230,7 @@ def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     assert (doc["policy"], doc["workers"]) == choice and doc["status"] == "finished"
     assert "auto:" in r.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [row["iteration"] for row in rows] == list(range(1, 11))  # one run, the switch included
+    assert [row["iteration"] for row in rows] == list(range(1, 151))  # one run, the switch included
 
     # what the run measured is remembered: the next auto run of the spec starts straight under
     # the fastest measured policy, with no profile under single and no restart
@@ -194,3 +256,38 @@ def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     assert (doc["policy"], doc["workers"]) == best and doc["status"] == "finished"
     rows = [json.loads(line) for line in (again / "metrics.jsonl").read_text().splitlines()]
     assert [row["iteration"] for row in rows] == list(range(1, 7))
+
+
+@pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
+def test_auto_tries_the_predicted_best_on_a_long_run_and_keeps_one_run(tmp_path):
+    """A long run: the run goes on under the candidate predicted fastest, and keeps it or comes
+    back to single after measuring it; either way one run."""
+    spec = tmp_path / "s.rl.yaml"
+    spec.write_text(re.sub(r"stop: \{[^}]*\}", "stop: {}", re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO)))
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto"]
+        + ["--set", "train.total_steps=10000000", "--iterations", "300", "--run-dir", str(run_dir)]
+        + ["--build-dir", str(tmp_path / "build")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "RLGEN_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((run_dir / "run.json").read_text())
+    auto = doc["auto"]
+    trial = auto["trial"]
+    assert trial["steps_per_s"] > 0 and auto["calibration_s"] < 60
+    tried = (trial["policy"], trial["workers"])
+    assert tried != ("single", 1)
+    single = auto["candidates"][0]["measured"]
+    if trial["kept"]:
+        assert trial["steps_per_s"] >= 0.9 * single and (doc["policy"], doc["workers"]) == tried
+    else:
+        assert trial["steps_per_s"] < 0.9 * single and (doc["policy"], doc["workers"]) == ("single", 1)
+        assert "went back to single" in auto["why"]
+    assert doc["status"] == "finished"
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == list(range(1, 301))  # one run: profile, trial and the rest
