@@ -128,10 +128,22 @@ def run_auto(workload: Workload, tmp: Path, cache: Path, label: str) -> dict:
         return {"error": result.error}
     record = json.loads((run_dir / "run.json").read_text())["auto"]
     print(
-        f"  auto ({label}): {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s",
+        f"  auto ({label}): {record['choice']} ({record['why']}), calibration {record['calibration_s']:.1f} s"
+        + _tried(record),
         flush=True,
     )
     return record
+
+
+def _tried(record: dict) -> str:
+    """What auto tried, if it tried a candidate, and whether it kept it."""
+    trial = record.get("trial")
+    if not trial:
+        return ""
+    speed = trial.get("steps_per_s")
+    measured = "not measured before the run ended" if speed is None else f"{speed:,.0f} steps/s"
+    kept = "kept" if trial.get("kept", True) else "went back to single"
+    return f"; tried {trial['policy']} ({trial['workers']}): {measured}, {kept}"
 
 
 def _fmt(value: float | None, spec: str = "{:.1f}") -> str:
@@ -151,7 +163,7 @@ def auto_line(auto: dict, rows: list[dict], total_steps: int) -> str:
     return (
         f"auto chose {pick['policy']} ({pick['workers']}): {_fmt(share, '{:.0%}')} of the best measured steps/s; "
         f"calibration {auto['calibration_s']:.1f} s = {auto['calibration_s'] / run_s:.1%} of the whole run "
-        f"({total_steps:,} steps at the best speed, {run_s:.0f} s)"
+        f"({total_steps:,} steps at the best speed, {run_s:.0f} s)" + _tried(auto)
     )
 
 
