@@ -97,6 +97,11 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+#: Iterations of a launch a trial (``--policy auto``) leaves out before it measures: the first
+#: traces and compiles, and in the second the other ranks may still be tracing theirs.
+TRIAL_WARMUP = 2
+
+
 class Session:
     """One rank's view of a run (see the module docstring)."""
 
@@ -111,7 +116,7 @@ class Session:
         progress: Any = None,
         lifeline: Any = None,
         control: Any = None,
-        profile: tuple[int, Callable[[list[dict[str, Any]]], bool]] | None = None,
+        profile: tuple[int, Callable[[list[dict[str, Any]], bool], bool | None]] | None = None,
         calibrate: bool = False,
         threads: Mapping[str, int] | None = None,
         trial: tuple[float, int, float] | None = None,
@@ -130,7 +135,8 @@ class Session:
         # warm-up) and, below ``floor`` steps/s, stops every rank with a checkpoint ("switch")
         # for the run to go on under single
         self._trial = trial if rank == 0 else None
-        self._trial_mark: tuple[int, float, int] | None = None
+        self._trial_seen = 0  # iterations of this launch, while a trial measures
+        self._trial_mark = (0, 0.0)  # env steps and elapsed time where its measurement starts
         self.trial_speed: float | None = None
         self.run_dir = Path(run_dir)
         self.resume = resume
@@ -339,18 +345,16 @@ class Session:
         """``switch`` when a tried policy measured slower than its floor (see ``trial``)."""
         if self._trial is None:
             return ""
-        steps, now = self.env_steps, self.elapsed
-        if self._trial_mark is None:
-            self._trial_mark = (steps, now, self.iteration + 1)  # measured from the next iteration's end
-            return ""
         floor, iterations, seconds = self._trial
-        since_steps, since, since_iteration = self._trial_mark
-        if self.iteration == since_iteration:  # the end of this launch's second iteration
-            self._trial_mark = since_steps, since, since_iteration = (steps, now, self.iteration)
-        if self.iteration - since_iteration < iterations or now - since < seconds:
+        self._trial_seen += 1
+        if self._trial_seen == TRIAL_WARMUP:  # measured from the end of this launch's second iteration
+            self._trial_mark = (self.env_steps, self.elapsed)
+        steps, since = self._trial_mark
+        span = self.elapsed - since
+        if self._trial_seen < TRIAL_WARMUP + max(iterations, 1) or span < seconds:
             return ""
         self._trial = None
-        self.trial_speed = (steps - since_steps) / (now - since) if now > since else 0.0
+        self.trial_speed = (self.env_steps - steps) / span
         return "switch" if self.trial_speed < floor else ""
 
     def _rank0_end(
