@@ -4,14 +4,19 @@ The run starts under ``single`` in this process, and its first iterations are th
 (they are training, so profiling costs nothing): time per part (inference, env, buffer,
 update) and steps per iteration. A cost model turns the profile into a predicted steps/s
 for every candidate (each policy the spec validates under, with 2 up to the machine's
-cores + 1 workers, or the hosts' slots); the candidates predicted to beat what is already
-measured are then measured for a few iterations each (``rlgen run --calibrate``: no
-evaluation, checkpoints or export), fastest-predicted first, while the calibration stays
-within :data:`CALIBRATION_SHARE` of the run's expected length (the spec's
-``train.total_steps`` at the fastest predicted speed). The fastest measured candidate wins if
-switching to it (a checkpoint, then a fresh start under it) saves time over the rest of
-the run; otherwise ``single`` simply goes on. Measurements never change the algorithm:
-every candidate trains the same spec, and the run resumes from ``single``'s checkpoint.
+cores + 1 workers, or the hosts' slots), and ranks them (:func:`ranked`).
+
+The calibration stays within :data:`CALIBRATION_SHARE` of the run's expected length (the
+spec's ``train.total_steps`` at the fastest predicted speed). If the candidate ranked first
+is predicted at least :data:`TRY` times single's speed, switching to it pays back at that
+speed, and one start fits that budget, the run goes on under it as a *trial*: its own first
+iterations measure it, and below :data:`TRIAL_KEEP` of single's profiled speed the run comes
+back to ``single`` (:meth:`Chooser.tried`). Otherwise the candidates predicted to beat what is
+already measured are measured apart for a few iterations each (``rlgen run --calibrate``: no
+evaluation, checkpoints or export), in ranked order, within the budget; the fastest measured
+wins if switching to it (a checkpoint, then a fresh start under it) saves time over the rest
+of the run, and ``single`` goes on otherwise. None of this changes the algorithm: every
+candidate trains the same spec, and the run resumes from the checkpoint it left.
 
 When this machine has measured the spec before (:mod:`rlgen.runtime.history`: every
 finished run keeps its speed), :meth:`Chooser.recall` decides before the run starts, from
