@@ -20,25 +20,18 @@ Ratios are only meaningful within one run of this script: the machine is shared.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from startup import timed, whole_and_clock  # this folder's start-up benchmark (run as a script)
 
 from rlgen.runtime.bench import speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = [("single", 1), ("actors-learner", 2), ("async-actors", 2), ("async-actors", 3), ("multi-learner", 2)]
 RANK_START = "import rlgen.runtime, tensorflow, horovod.tensorflow as hvd; hvd.init()"
-
-
-def timed(args: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
-    subprocess.run(args, cwd=cwd, check=True, capture_output=True)
-    return time.perf_counter() - started
 
 
 def launchers(runs: int, work: Path) -> dict[str, float]:
@@ -66,9 +59,7 @@ def runs_of(spec: Path, runs: int, work: Path) -> dict[str, tuple[float, float]]
             run_dir = work / f"{policy}-{workers}-{i}"
             cmd = [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", policy, "--iterations", "3"]
             cmd += ["--quiet", "--run-dir", str(run_dir), *(["--workers", str(workers)] if workers > 1 else [])]
-            wall = timed(cmd, work)
-            clock = float(json.loads((run_dir / "run.json").read_text())["elapsed"])
-            times[f"{policy} ({workers})"].append((wall, clock))
+            times[f"{policy} ({workers})"].append(whole_and_clock(cmd, run_dir, work))
     return {
         name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
         for name, values in times.items()

@@ -47,6 +47,12 @@ def timed(args: list[str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
+def whole_and_clock(args: list[str], run_dir: Path, cwd: Path) -> tuple[float, float]:
+    """An ``rlgen run`` process's whole time and its run's own clock (``run.json`` ``elapsed``)."""
+    wall = timed(args, cwd)
+    return wall, float(json.loads((run_dir / "run.json").read_text())["elapsed"])
+
+
 def measure(spec: Path, runs: int, work: Path) -> dict[str, float]:
     rlgen = [sys.executable, "-m", "rlgen"]
     parts: dict[str, list[float]] = {}
@@ -56,8 +62,7 @@ def measure(spec: Path, runs: int, work: Path) -> dict[str, float]:
 
     for i in range(runs):
         run_dir = work / f"run-{spec.stem}-{i}"
-        wall = timed([*rlgen, "run", str(spec), "--quiet", "--run-dir", str(run_dir)], work)
-        clock = float(json.loads((run_dir / "run.json").read_text())["elapsed"])
+        wall, clock = whole_and_clock([*rlgen, "run", str(spec), "--quiet", "--run-dir", str(run_dir)], run_dir, work)
         add("whole run", wall)
         add("training clock", clock)
         add("outside", wall - clock)

@@ -73,9 +73,9 @@ TRANSFER_S = 0.001  # one rollout or weights message over a channel
 #: measurement says better (benchmarks/dist_start.py: 7-10 s outside the clock for 2-3 ranks)
 START_S = 10.0
 #: The candidate ranked first, predicted at least this much faster than ``single``, is tried
-#: rather than measured apart: the run goes on under it, its first :data:`MEASURE_ITERATIONS`
-#: iterations (which train) measure it, and it comes back to ``single`` if they run slower
-#: than the profile. Closer calls are measured apart.
+#: rather than measured apart: the run goes on under it, its own first iterations (which
+#: train; :data:`TRIAL_S`) measure it, and it comes back to ``single`` below
+#: :data:`TRIAL_KEEP` of the profile's speed. Closer calls are measured apart.
 TRY = 1.15
 #: Predicted speeds this close count as a tie, broken toward the policy that talks least
 #: (asynchronous actors, then other experience cuts, then gradients, then env cuts).
@@ -293,12 +293,12 @@ class Chooser:
                 f"{TRIAL_KEEP * single.speed:,.0f} steps/s, {TRIAL_KEEP:.0%} of single's)"
             )
         else:
-            choice, why = self._measured_choice(profile, single, budget, remaining, stay_s)
+            choice, why = self._measured_choice(profile, single, top, budget, remaining, stay_s)
         self._conclude(
             choice, why, started, budget, expected_s, {"iterations": len(records), **asdict(profile)}, single
         )
         if self.trial:
-            self.record["trial"] = {"policy": choice.policy, "workers": choice.workers, "steps_per_s": None}
+            self._record_trial(choice, None)
         self.publish()
         return choice is not single
 
@@ -313,9 +313,16 @@ class Chooser:
         return self.start_s <= budget and remaining / top.predicted + self.start_s < stay_s
 
     def _measured_choice(
-        self, profile: Profile, single: Candidate, budget: float, remaining: int, stay_s: float
+        self,
+        profile: Profile,
+        single: Candidate,
+        top: Candidate | None,
+        budget: float,
+        remaining: int,
+        stay_s: float,
     ) -> tuple[Candidate, str]:
-        """Measure candidates apart within the budget; the fastest measured, if switching to it pays."""
+        """Measure candidates apart within the budget; the fastest measured, if switching to it
+        pays (``top``: the candidate ranked first, for the message when none is measured)."""
         best = self._measure_within(profile, single, budget)
         if best is not single:
             if remaining / best.speed + self.start_s < stay_s:
@@ -324,7 +331,6 @@ class Chooser:
                 f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
                 f"(~{self.start_s:.0f} s) would not pay back over the {remaining:,} steps left"
             )
-        top = next(iter(ranked(self.candidates)), None)
         if top is not None and top.measured is None and top.predicted > single.speed:
             return single, (
                 f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but neither measuring it "
@@ -353,9 +359,15 @@ class Chooser:
                 f"{self._single.speed:,.0f}: the run went back to single"
             )
             self.record["calibration_s"] = round(self.record["calibration_s"] + spent_s, 3)
-        self.record["trial"] = {"policy": c.policy, "workers": c.workers, "steps_per_s": steps_per_s, "kept": kept}
+        self._record_trial(c, steps_per_s, kept)
         self.record["candidates"] = [asdict(self._single)] + [asdict(x) for x in self.candidates]
         self.publish()
+
+    def _record_trial(self, c: Candidate, steps_per_s: float | None, kept: bool | None = None) -> None:
+        """``auto.trial`` in the record: what is tried, its measured speed and whether it was
+        kept (both unknown until the trial has run)."""
+        trial = {"policy": c.policy, "workers": c.workers, "steps_per_s": steps_per_s}
+        self.record["trial"] = trial if kept is None else {**trial, "kept": kept}
 
     def _predict(self, profile: Profile) -> tuple[float, float]:
         """Predict every candidate from the profile; the calibration budget and the run's

@@ -41,15 +41,16 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _libraries() -> tuple[Path, list[Path]] | None:
-    """Horovod's TensorFlow op library and TensorFlow's shared libraries it links to."""
+def _libraries() -> tuple[Path, Path, list[Path]] | None:
+    """Horovod's TensorFlow op library, TensorFlow's package directory, and the shared
+    libraries there that the op library links to."""
     horovod, tensorflow = _package_dir("horovod"), _package_dir("tensorflow")
     if horovod is None or tensorflow is None:
         return None
     ops = sorted((horovod / "tensorflow").glob("mpi_lib*.so"))
     if not ops:
         return None
-    return ops[0], sorted(tensorflow.glob("libtensorflow*.so*"))
+    return ops[0], tensorflow, sorted(tensorflow.glob("libtensorflow*.so*"))
 
 
 def _probe(ops: Path, tf_dir: Path) -> bool | None:
@@ -71,8 +72,8 @@ def gloo_built(verbose: bool = False) -> bool | None:
     (then cached), else Horovod's own check."""
     found = _libraries()
     if found is not None:
-        ops, tf_libs = found
-        key = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (ops, *tf_libs)]
+        ops, tf_dir, tf_libs = found
+        key = [[str(p), (st := p.stat()).st_size, st.st_mtime_ns] for p in (ops, *tf_libs)]
         path = cache_dir() / "horovod-gloo.json"
         try:
             cached = json.loads(path.read_text())
@@ -80,7 +81,7 @@ def gloo_built(verbose: bool = False) -> bool | None:
                 return bool(cached["gloo_built"])
         except (OSError, ValueError, KeyError, AttributeError):
             pass
-        answer = _probe(ops, tf_libs[0].parent if tf_libs else ops.parent)
+        answer = _probe(ops, tf_dir)
         if answer is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

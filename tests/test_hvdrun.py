@@ -22,8 +22,8 @@ def test_the_probe_agrees_with_horovods_own_check(tmp_path, monkeypatch):
     from horovod.common import util
 
     monkeypatch.setenv("RLGEN_CACHE_DIR", str(tmp_path))
-    ops, tf_libs = hvdrun._libraries()
-    assert hvdrun._probe(ops, tf_libs[0].parent) is True
+    ops, tf_dir, _ = hvdrun._libraries()
+    assert hvdrun._probe(ops, tf_dir) is True
     assert hvdrun.gloo_built() is util.gloo_built() is True
 
 
