@@ -13,8 +13,9 @@ gradient allreduce).
 A :class:`Mesh` holds one connection per peer. A sender never waits for the receiver
 to be ready (what the socket cannot take at once, a sender thread writes later); the
 receiver takes frames in order (:meth:`Mesh.recv`), takes whatever arrives first from
-several peers (:meth:`Mesh.recv_any`), or keeps only the newest (:meth:`Mesh.latest`,
-for weights). A frame is a tag, a small integer header (e.g.
+several peers (:meth:`Mesh.recv_any`), keeps only the newest (:meth:`Mesh.latest`, for
+asynchronous actors' weights) or takes the oldest new enough one (:meth:`Mesh.wait_oldest`,
+for weights exactly as old as a lag). A frame is a tag, a small integer header (e.g.
 the weights' version) and the arrays' bytes (their shapes and dtypes are fixed by the
 plan, so only bytes travel).
 
@@ -209,7 +210,7 @@ class Mesh:
 
     def wait_latest(self, peer: int, tag: int, at_least: int, timeout: float | None = None) -> tuple[int, bytes]:
         """The newest frame ``tag`` from ``peer``, waiting until its header is at least ``at_least``:
-        how an actor takes the newest weights, waiting only when they are older than its lag allows."""
+        how an asynchronous actor takes the newest weights, waiting only for the first ones."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             self._pump(0.0)
@@ -218,6 +219,21 @@ class Mesh:
                 frame = q[-1]
                 q.clear()
                 return frame
+            self._wait(end, [peer], tag, f"frame {tag} from rank {peer} with header >= {at_least}")
+
+    def wait_oldest(self, peer: int, tag: int, at_least: int, timeout: float | None = None) -> tuple[int, bytes]:
+        """The oldest frame ``tag`` from ``peer`` whose header is at least ``at_least``, dropping
+        older ones and keeping newer ones queued; waits until one arrives. A sender that sends
+        every version in order makes the answer independent of timing: how an actor takes
+        weights exactly as old as its lag."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._pump(0.0)
+            q = self._queues.get((peer, tag))
+            while q and q[0][0] < at_least:
+                q.popleft()
+            if q:
+                return q.popleft()
             self._wait(end, [peer], tag, f"frame {tag} from rank {peer} with header >= {at_least}")
 
     def poll(self, peer: int, tag: int) -> tuple[int, bytes] | None:

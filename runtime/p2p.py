@@ -11,8 +11,9 @@ call these helpers, as they call :mod:`rlgen.runtime.comm` for Horovod collectiv
   along each part's batch axis, as an allgather would give; also their headers;
 * :func:`gather_any`: as many messages as there are peers, whichever come first, with
   stale ones dropped and credits returned (asynchronous actors);
-* :func:`publish` / :func:`pull`: a learner's variables, versioned; an actor takes the
-  newest and waits only when it is older than it may be.
+* :func:`publish` / :func:`pull_version`: a learner's variables, versioned; an actor
+  takes the version exactly its lag old (actors-learner), or with :func:`pull` the
+  newest that arrived (asynchronous actors), waiting only when it is older than it may be.
 """
 
 from __future__ import annotations
@@ -154,12 +155,29 @@ def publish(peers: Sequence[int], tag: int, variables: Sequence[Any], version: i
 
 def pull(peer: int, tag: int, variables: Sequence[Any], at_least: int, current: int = -1) -> int:
     """Load the newest published values into ``variables`` (which hold version ``current``),
-    waiting only while the newest known version is below ``at_least``; returns the version held."""
+    waiting only while the newest known version is below ``at_least``; returns the version
+    held. Which version that is depends on timing (asynchronous actors)."""
     frame = mesh().latest(peer, tag)
     if frame is None and current >= at_least:
         return current
     if frame is None or frame[0] < at_least:
         frame = mesh().wait_latest(peer, tag, max(at_least, 0))
+    return _load(variables, frame)
+
+
+def pull_version(peer: int, tag: int, variables: Sequence[Any], at_least: int, current: int = -1) -> int:
+    """Load the oldest published version of at least ``at_least`` into ``variables`` (which
+    hold version ``current``; kept if that is new enough), waiting until it arrives; returns
+    the version held. The publisher sends every version, so this is exactly ``at_least``
+    (the first one published, at the start or on resuming): which weights an actor acts
+    with never depends on timing, and a run repeats itself from its seed."""
+    at_least = max(at_least, 0)  # the first pull always waits for the publisher's weights
+    if current >= at_least:
+        return current
+    return _load(variables, mesh().wait_oldest(peer, tag, at_least))
+
+
+def _load(variables: Sequence[Any], frame: tuple[int, bytes]) -> int:
     version, payload = frame
     specs = [(tuple(v.shape), v.dtype.as_numpy_dtype) for v in variables]
     for v, value in zip(variables, unpack(payload, specs), strict=True):

@@ -90,6 +90,23 @@ def test_latest_keeps_the_newest_and_wait_latest_waits_only_for_a_new_enough_ver
         _close(actor, learner)
 
 
+def test_wait_oldest_takes_exactly_the_version_asked_for_and_keeps_newer_ones():
+    learner, actor = _meshes(2, _star(2))
+    try:
+        for version in range(1, 5):
+            learner.send(1, 5, f"w{version}".encode(), header=version)
+        assert actor.wait_oldest(0, 5, at_least=2, timeout=5) == (2, b"w2")  # not the newest (4)
+        assert actor.wait_oldest(0, 5, at_least=4, timeout=5) == (4, b"w4")  # 3 dropped: never wanted
+        threading.Timer(0.3, lambda: learner.send(1, 5, b"w7", header=7)).start()
+        start = time.perf_counter()
+        assert actor.wait_oldest(0, 5, at_least=5, timeout=5) == (7, b"w7")  # the first one new enough
+        assert time.perf_counter() - start >= 0.25
+        with pytest.raises(TimeoutError):
+            actor.wait_oldest(0, 5, at_least=8, timeout=0.2)
+    finally:
+        _close(actor, learner)
+
+
 def test_recv_any_takes_whichever_actor_is_first():
     learner, a1, a2 = _meshes(3, _star(3))
     try:

@@ -52,11 +52,18 @@ def run(tmp_path: Path, path: Path, *args, timeout: float = 300) -> tuple[subpro
     return r, rows
 
 
-def test_overlapped_actors_learn_from_weights_at_most_lag_updates_old(tmp_path):
-    r, rows = run(tmp_path, spec(tmp_path, "actors-learner", 2), "--iterations", 30)
+def test_overlapped_actors_learn_from_weights_exactly_lag_updates_old_and_repeat_themselves(tmp_path):
+    r, rows = run(tmp_path, spec(tmp_path, "actors-learner", 3), "--iterations", 30)
     assert r.returncode == 0, r.stderr[-3000:]
-    lags = [row["policy_lag"] for row in rows]
-    assert max(lags) <= 1 and 1 in lags  # the actor did roll out on one-update-old weights
+    # the first rollout uses the initial weights; every later one weights one update old, even
+    # when the learner was quick enough for a newer version to have arrived
+    assert [row["policy_lag"] for row in rows] == [0] + [1] * 29
+    again = tmp_path / "again"
+    again.mkdir()
+    r, repeat = run(again, spec(again, "actors-learner", 3), "--iterations", 30)
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = ("env_steps", "episodes", "mean_return", "policy_loss", "value_loss")
+    assert [[row[k] for k in keys] for row in repeat] == [[row[k] for k in keys] for row in rows]
     r, rows = run(tmp_path, spec(tmp_path, "actors-learner", 3, lag=0), "--iterations", 10)
     assert r.returncode == 0, r.stderr[-3000:]
     assert {row["policy_lag"] for row in rows} == {0}  # lag 0: lockstep

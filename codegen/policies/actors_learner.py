@@ -2,10 +2,11 @@
 (Acme, IMPALA, MSRL MultiActorSingleLearner). Cut: the experience partition.
 
 Actors never wait for the learner to finish an update: each sends its rollout one way
-and rolls out the next one on the newest weights it has, as long as those are at most
-``lag`` updates old (default 1; ``deploy.lag: 0`` is lockstep). The learner learns from
-the rollouts of one iteration while the actors collect the next; PPO corrects for the
-lag through the behaviour log-probabilities its buffer already holds (as APPO does).
+and rolls out the next one on the weights exactly ``lag`` updates old (default 1;
+``deploy.lag: 0`` is lockstep), never newer ones that happen to have arrived, so that a
+run repeats itself from its seed. The learner learns from the rollouts of one iteration
+while the actors collect the next; PPO corrects for the lag through the behaviour
+log-probabilities its buffer already holds (as APPO does).
 """
 
 from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role

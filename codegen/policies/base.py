@@ -53,11 +53,11 @@ class Edge:
 class DistributionPolicy:
     """Declarative description of one distribution policy (one file per policy).
 
-    ``lag`` is how many learner updates behind the weights an actor acts with may be by
+    ``lag`` is how many learner updates behind the weights an actor acts with are by
     default (``deploy.lag`` overrides it up to ``max_lag``): 0 is lockstep, 1 lets actors
     roll out the next batch while the learner learns from the last one. An
-    ``asynchronous`` policy's actors never wait for weights; its learner drops experience
-    more than ``lag`` updates old instead. ``control`` is how
+    ``asynchronous`` policy's actors never wait for weights and take the newest; its
+    learner drops experience more than ``lag`` updates old instead. ``control`` is how
     ranks agree on stopping (see rlgen.runtime.control): ``lockstep`` (every iteration, all
     ranks together: for ranks that meet inside an iteration anyway), ``aligned`` (rank 0
     counts the others' reports in step with their data) or ``stream`` (as they arrive).

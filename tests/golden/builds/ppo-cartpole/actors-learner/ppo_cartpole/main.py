@@ -89,7 +89,7 @@ def run_actor(session: Session, rank: int) -> None:
     obs = actor_env.init_env_reset()
     clock.lap("env")
     for iteration in session.iterations():
-        actor.pull_weights(iteration - 1)  # lag <= 1: waits only for weights older than that
+        actor.pull_weights(iteration - 1)  # weights exactly 1 update old
         clock.lap("comm")
         # --- block rollout (spec: $.loop.rollout): 32 times ---
         for _ in range(32):

@@ -166,9 +166,9 @@ class ActorFragment(tf.Module):
         )
 
     def pull_weights(self, at_least: int) -> None:
-        """The newest weights from learner; waits only while they are older than ``at_least``.
+        """The weights from learner, version ``at_least`` (or the first one published if newer).
         The learner's normalisation statistics come with them."""
-        self.weights_version = p2p.pull(
+        self.weights_version = p2p.pull_version(
             0, 2, [*self.weights(), *self.normalizer.statistics()], at_least, self.weights_version
         )
         self.normalizer.adopt()  # normalise with the learner's statistics from now on

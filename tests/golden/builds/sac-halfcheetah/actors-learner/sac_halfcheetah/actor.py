@@ -117,5 +117,7 @@ class ActorFragment(tf.Module):
         )
 
     def pull_weights(self, at_least: int) -> None:
-        """The newest weights from learner; waits only while they are older than ``at_least``."""
-        self.weights_version = p2p.pull(0, 2, self.weights(), at_least, self.weights_version)
+        """The weights from learner, version ``at_least`` (or the first one published if newer)."""
+        self.weights_version = p2p.pull_version(
+            0, 2, self.weights(), at_least, self.weights_version
+        )

@@ -95,7 +95,7 @@ def run_actor(session: Session, rank: int) -> None:
     clock.lap("env")
     for iteration in session.iterations():
         progress = session.progress_fraction
-        actor.pull_weights(iteration - 1)  # lag <= 1: waits only for weights older than that
+        actor.pull_weights(iteration - 1)  # weights exactly 1 update old
         clock.lap("comm")
         # --- block collect (spec: $.loop.collect) ---
         action = actor.collect_actor_act(obs, progress)
