@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/policy_switch.py                          # all workloads, speed only
     .venv/bin/python benchmarks/policy_switch.py --workloads cartpole --target-seeds 0,1,2
+    .venv/bin/python benchmarks/policy_switch.py --workloads "" --target-seeds 0,1,2 --target-policies actors-learner
     .venv/bin/python benchmarks/policy_switch.py --json results.json
 
 Workloads (the three ways real ones differ):
@@ -35,7 +36,7 @@ import re
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,11 +198,12 @@ def table(workload: str, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def time_to_target(spec: Path, seeds: list[int], tmp: Path) -> dict:
-    """Wall time of the run's own clock until the target return, per policy and seed (spec as is)."""
+def time_to_target(spec: Path, seeds: list[int], tmp: Path, policies: Sequence[str] = POLICIES) -> dict:
+    """Wall time of the run's own clock until the target return, per policy (single always,
+    the others with 2 workers) and seed (spec as is)."""
     target = float(re.search(r"mean_return: ([-\d.]+)", spec.read_text()).group(1))
     out: dict = {"target": target}
-    for policy, workers in (("single", 1), *((p, 2) for p in POLICIES if p != "single")):
+    for policy, workers in (("single", 1), *((p, 2) for p in policies if p != "single")):
         times, steps = [], []
         for seed in seeds:
             seeded = tmp / f"seed{seed}-{spec.name}"
@@ -218,12 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ", ".join(WORKLOADS))
     parser.add_argument("--target-seeds", default="", help="seeds for time to target on cartpole, e.g. 0,1,2")
+    parser.add_argument(
+        "--target-policies", default=",".join(POLICIES), help="policies timed to target (single is always timed)"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="rlgen-switch-") as tmp_name:
         tmp = Path(tmp_name)
-        for name in args.workloads.split(","):
+        for name in filter(None, args.workloads.split(",")):
             workload = WORKLOADS[name]
             print(f"{name}: {workload.spec.relative_to(ROOT)}, {workload.iterations} iterations per policy", flush=True)
             (tmp / name).mkdir()
@@ -235,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.target_seeds:
             seeds = [int(s) for s in args.target_seeds.split(",")]
             print("time to target, cartpole:", flush=True)
-            results["time_to_target"] = time_to_target(WORKLOADS["cartpole"].spec, seeds, tmp)
+            results["time_to_target"] = time_to_target(
+                WORKLOADS["cartpole"].spec, seeds, tmp, args.target_policies.split(",")
+            )
     print()
     for name, result in results.items():
         if name != "time_to_target":

@@ -29,6 +29,7 @@ _MESH: Mesh | None = None
 #: Credit frames of a flow-controlled transfer use its tag plus this offset.
 CREDIT = 20_000
 _credits: dict[tuple[int, int], int] = {}  # (peer, tag) -> messages this rank may still send
+_loaders: dict[tuple[int, ...], tuple[Any, list]] = {}  # variables' ids -> (their assigner, array specs)
 
 
 def attach(mesh: Mesh | None) -> None:
@@ -178,8 +179,13 @@ def pull_version(peer: int, tag: int, variables: Sequence[Any], at_least: int, c
 
 
 def _load(variables: Sequence[Any], frame: tuple[int, bytes]) -> int:
+    """Assign a frame's arrays to ``variables`` in one compiled call; returns its version."""
+    from .tfutil import assigner
+
+    key = tuple(id(v) for v in variables)
+    if key not in _loaders:
+        _loaders[key] = (assigner(variables), [(tuple(v.shape), v.dtype.as_numpy_dtype) for v in variables])
+    load, specs = _loaders[key]
     version, payload = frame
-    specs = [(tuple(v.shape), v.dtype.as_numpy_dtype) for v in variables]
-    for v, value in zip(variables, unpack(payload, specs), strict=True):
-        v.assign(value)
+    load(unpack(payload, specs))
     return version

@@ -102,6 +102,30 @@ def numpy_caller(fn: Any) -> Callable[..., tuple[np.ndarray, ...]]:
     return call_numpy
 
 
+def assigner(variables: Sequence[tf.Variable]) -> Callable[[Sequence[np.ndarray]], None]:
+    """``load(arrays)``: assign ``arrays`` to ``variables``, in order, in one compiled call.
+
+    An eager ``assign`` costs about 0.1 ms per variable on this machine, so an actor
+    that takes a dozen variables' new values every iteration spent about 2 ms on it;
+    one call of a graph holding every assignment costs a fraction of that.
+    """
+    variables = list(variables)
+    dtypes = [v.dtype for v in variables]
+
+    @tf.function(input_signature=[tf.TensorSpec(v.shape, v.dtype) for v in variables], autograph=False)
+    def assign_all(*values: tf.Tensor) -> None:
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+
+    call = flat_caller(assign_all)
+
+    def load(arrays: Sequence[np.ndarray]) -> None:
+        call(*(to_tensor(a, d) for a, d in zip(arrays, dtypes, strict=True)))
+
+    load.function = assign_all  # the runtime forgets the graph once the function is collected
+    return load
+
+
 def _fits(shape: tuple[int, ...], want: tuple[int | None, ...]) -> bool:
     return len(shape) == len(want) and all(w is None or w == d for d, w in zip(shape, want, strict=True))
 

@@ -26,7 +26,7 @@ from rlgen.runtime.optim import (  # noqa: E402
     clip_by_global_norm,
 )
 from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
-from rlgen.runtime.tfutil import configure_threads, flat_caller, numpy_caller  # noqa: E402
+from rlgen.runtime.tfutil import assigner, configure_threads, flat_caller, numpy_caller  # noqa: E402
 
 configure_threads(1, 1)
 
@@ -146,6 +146,24 @@ def test_fast_call_path_matches_public_call() -> None:
     np.testing.assert_array_equal(from_numpy[1], public[1].numpy())
     with pytest.raises(ValueError):
         numpy_caller(f)(np.zeros((3, 5), np.float32))
+
+
+def test_assigner_loads_every_variable_in_one_call_and_outlives_its_function() -> None:
+    import gc
+
+    net = MLP((4,), [16], 2, seed=0)
+    variables = [*net.trainable_variables, tf.Variable(tf.zeros((), tf.int64))]
+    load = assigner(variables)
+    gc.collect()  # the graph must stay registered with the runtime while load lives
+    rng = np.random.default_rng(1)
+    values = [rng.normal(size=v.shape).astype(v.dtype.as_numpy_dtype) for v in variables[:-1]]
+    load([*values, np.array(7)])
+    for v, want in zip(variables, [*values, 7], strict=True):
+        np.testing.assert_array_equal(v.numpy(), want)
+    ones = np.ones_like(values[0])
+    read_only = np.frombuffer(ones.tobytes(), ones.dtype).reshape(ones.shape)  # as channels unpack a frame
+    load([read_only, *values[1:], np.array(8)])
+    assert (variables[0].numpy() == 1).all() and variables[-1].numpy() == 8
 
 
 # --- GAE -----------------------------------------------------------------------------
