@@ -96,6 +96,8 @@ CASES: dict[str, Case] = {
     # issue 11's target for SAC: a deterministic evaluation of at least -200 at the Zoo's 20k steps
     "sac-pendulum": Case(ROOT / "examples" / "sac-pendulum.rl.yaml", -200.0, 20_000, "-176 (as issue 11 quotes it)"),
     "td3-pendulum": Case(ROOT / "examples" / "td3-pendulum.rl.yaml", -200.0, 20_000, "not quoted here"),
+    # gSDE with PPO, as the Zoo's setting (target: the example's stop; -150 or so is solved)
+    "ppo-pendulum": Case(ROOT / "examples" / "ppo-pendulum.rl.yaml", -250.0, 102_400, "not quoted here", "with gSDE"),
     # gSDE: the Zoo's SAC setting for this sparse-reward task (target: its reward_threshold)
     "sac-mountaincar-continuous": Case(
         ROOT / "examples" / "sac-mountaincar-continuous.rl.yaml", 90.0, 50_000, "94.7 ± 1.1", "with gSDE"

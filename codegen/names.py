@@ -35,7 +35,7 @@ TEMPLATE_NAMES = frozenset(
         "annotations", "Sequence", "np", "tf", "comm", "p2p", "METRICS",
         "RunConfig", "Session", "run_rank", "replica_seed",
         "ActionSpec", "Policy", "Value", "QNetwork", "Exploration", "build_network", "compiled",
-        "SquashedGaussianActor", "DeterministicActor", "GSDEActor", "RolloutBuffer", "GraphRolloutBuffer",
+        "SquashedGaussianActor", "DeterministicActor", "GSDEActor", "GSDEPolicy", "RolloutBuffer", "GraphRolloutBuffer",
         "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed", "Normalizer",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
         # functions, parameters and locals of the rank entry (main.py)

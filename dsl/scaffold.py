@@ -52,6 +52,7 @@ class Settings:
     # SAC / TD3
     tau: float = 0.005
     gsde: float | None = None  # SAC with gSDE (the Zoo's use_sde): its log_std_init
+    sde_sample_freq: int | None = None  # PPO / A2C with gSDE (the Zoo's use_sde): its sde_sample_freq
     noise_std: float = 0.1  # TD3
     zoo: frozenset[str] = field(default_factory=frozenset)
 
@@ -79,6 +80,7 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "Acrobot-v1"): dict(num_envs=16, steps=256, total_steps=1_000_000, gae_lambda=0.94, epochs=4),
     ("ppo", "Pendulum-v1"): dict(
         num_envs=4, steps=1024, total_steps=100_000, gamma=0.9, gae_lambda=0.95, epochs=10, lr=1.0e-3,
+        sde_sample_freq=4,
     ),
     ("ppo", "MountainCar-v0"): dict(
         num_envs=16, steps=16, total_steps=1_000_000, gae_lambda=0.98, epochs=4, normalize=True,

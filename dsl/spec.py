@@ -132,8 +132,19 @@ def learner_defaults(algo: Algorithm) -> dict[str, Any]:
 #: The component kinds that read a network (``network:``), one output head each.
 NETWORK_READERS = ("policy", "value", "qvalue")
 
-#: A policy's ``gsde`` settings when not written (Stable-Baselines3's with ``use_sde=True``).
+#: A policy's ``gsde`` settings when not written (Stable-Baselines3's with ``use_sde=True``:
+#: SAC's ``log_std_init``; PPO and A2C take their policy's own, see :func:`gsde_defaults`).
 GSDE_DEFAULTS: dict[str, Any] = {"sample_freq": -1, "log_std_init": -3.0}
+
+
+def gsde_defaults(raw: dict[str, Any]) -> dict[str, Any]:
+    """``gsde``'s defaults for the policy ``raw``: SB3's SAC starts the matrix at -3; its PPO and
+    A2C at the policy's ``log_std_init`` (0 unless written), one setting for both there."""
+    if raw.get("distribution") == "squashed_gaussian":
+        return dict(GSDE_DEFAULTS)
+    own = raw.get("log_std_init", COMPONENT_DEFAULTS["policy"]["log_std_init"])
+    return {**GSDE_DEFAULTS, "log_std_init": float(own)}
+
 
 COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "policy": {"distribution": "auto", "log_std_init": 0.0},
@@ -324,7 +335,7 @@ def build_component(name: str, raw: dict[str, Any]) -> Component:
         elif key == "exploration":
             settings[key] = dataclasses.replace(Exploration(), **value)
         elif key == "gsde" and isinstance(value, dict):
-            settings[key] = {**GSDE_DEFAULTS, **value}
+            settings[key] = {**gsde_defaults(raw), **value}
         else:
             settings[key] = value
     methods = _custom_methods(raw.get("methods", {})) if kind == "custom" else METHODS.get(kind, {})

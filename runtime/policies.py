@@ -119,7 +119,11 @@ class Policy(tf.Module):
         self.kind = distribution
         self.generator = tf.random.Generator.from_seed(seed)
         if distribution == "gaussian":
-            self.log_std = tf.Variable(tf.fill([action_spec.num_outputs], float(log_std_init)), name="log_std")
+            self.log_std = self._log_std_variable(log_std_init)
+
+    def _log_std_variable(self, log_std_init: float) -> tf.Variable:
+        """The Gaussian's learned log standard deviation (a state-independent ``[dim]`` here)."""
+        return tf.Variable(tf.fill([self.action_spec.num_outputs], float(log_std_init)), name="log_std")
 
     def distribution(self, obs: tf.Tensor) -> Distribution:
         out = self.network(obs)

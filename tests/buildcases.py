@@ -54,7 +54,6 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("ppo-pendulum", "single", 1),
     ("ppo-pendulum", "actors-learner", 3),
     ("ppo-pendulum", "central-inference", 3),
-    ("ppo-pendulum", "pipelined-inference", 3),
     ("ppo-pendulum", "multi-learner", 2),
     ("ppo-pendulum", "async-actors", 3),
     # the SAC and TD3 examples have 1 env, as dqn-cartpole: no pipelined-inference, no multi-learner

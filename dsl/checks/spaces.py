@@ -147,24 +147,29 @@ def policy_outputs(ctx: Context) -> Iterator[Finding]:
 
 @check
 def policy_gsde(ctx: Context) -> Iterator[Finding]:
-    """gSDE (``gsde``) explores through a squashed_gaussian policy's own ``kind: mlp`` network:
-    the noise reads the features the network's output layer reads.
+    """gSDE (``gsde``) explores through a continuous policy's own ``kind: mlp`` network (a
+    squashed_gaussian one for SAC, a gaussian one for PPO and A2C): the noise reads the
+    features the network's output layer reads.
 
     ```yaml
-    components: {actor: {kind: policy, network: pi, distribution: gaussian, gsde: {}}}   # E412
+    env: {id: CartPole-v1}
+    components: {actor: {kind: policy, network: pi, gsde: {}}}   # E412: actions are discrete
     ```
     """
+    discrete = ctx.spaces is not None and ctx.spaces.action.kind == "discrete"
     for name, comp in ctx.spec.components.items():
         if comp.kind != "policy" or comp.get("gsde") is None:
             continue
         path = ("components", name, "gsde")
         dist = comp.get("distribution", "auto")
-        if dist != "squashed_gaussian":
+        if dist not in ("squashed_gaussian", "gaussian", "auto") or (dist == "auto" and discrete):
+            shown = "categorical (the env's actions are discrete)" if dist == "auto" else dist
             yield error(
                 "E412",
                 path,
-                f"gSDE explores through a squashed_gaussian policy's features; '{name}' is {dist}",
-                "set `distribution: squashed_gaussian` (a sac actor), or remove `gsde`",
+                f"gSDE explores through a gaussian or squashed_gaussian policy's features; '{name}' is {shown}",
+                "remove `gsde`, or use it with continuous actions (`distribution: gaussian` for ppo and a2c, "
+                "`squashed_gaussian` for sac)",
             )
             continue
         network = ctx.spec.networks.get(comp.get("network"))
