@@ -52,6 +52,10 @@ class _ActingNoise:
         self.period = int(period)
         self.every = int(sample_freq) if sample_freq > 0 else int(period)
 
+    def offset(self, generator: tf.random.Generator, z: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
+        """This acting step's noise ``z @ (exp(log_std) * E)`` ``[B, dim]``, each env with its matrix."""
+        return tf.einsum("bf,bfd->bd", z, tf.exp(log_std)[None] * self.next(generator, z))
+
     def next(self, generator: tf.random.Generator, z: tf.Tensor) -> tf.Tensor:
         """Each env's matrix ``[envs, features, dim]`` for this acting step, for the features
         ``z`` of a batch of the envs': drawn anew at a phase's first step and every
@@ -144,8 +148,7 @@ class GSDEActor(SquashedGaussianActor):
         z, mean = self._features_mean(obs)
         if deterministic:
             return (self.unscale(tf.tanh(mean)),)
-        matrices = self._acting.next(self.generator, z)
-        offset = tf.einsum("bf,bfd->bd", z, tf.exp(self.log_std)[None] * matrices)
+        offset = self._acting.offset(self.generator, z, self.log_std)
         scaled, _ = self._squashed(mean, offset, _sigma(z, self.log_std))
         return (self._or_random(self.unscale(scaled), random),)
 
@@ -183,22 +186,18 @@ class GSDEPolicy(Policy):
         shape = [self.feature_size, self.action_spec.num_outputs]
         return tf.Variable(tf.fill(shape, float(log_std_init)), name="log_std")
 
-    def _features_mean(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def _features_dist(self, obs: tf.Tensor) -> tuple[tf.Tensor, DiagGaussian]:
+        """``(z, N(mean(s), z(s)^2 @ std^2))``: the features (gradient-stopped) and the Gaussian
+        the stored actions' log-probabilities and the entropy are taken under."""
         features = self.network.features(obs)
-        return tf.stop_gradient(features), self.network.head(features)
+        z = tf.stop_gradient(features)
+        return z, DiagGaussian(self.network.head(features), tf.math.log(_sigma(z, self.log_std)))
 
     def distribution(self, obs: tf.Tensor) -> DiagGaussian:
-        """``N(mean(s), z(s)^2 @ std^2)``: what the stored actions' log-probabilities and the
-        entropy are taken under."""
-        z, mean = self._features_mean(obs)
-        return DiagGaussian(mean, tf.math.log(_sigma(z, self.log_std)))
+        return self._features_dist(obs)[1]
 
     def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
         """``(action, log_prob)``: the mean when ``deterministic``, else with each env's held matrix."""
-        z, mean = self._features_mean(obs)
-        dist = DiagGaussian(mean, tf.math.log(_sigma(z, self.log_std)))
-        if deterministic:
-            return mean, dist.log_prob(mean)
-        matrices = self._acting.next(self.generator, z)
-        action = mean + tf.einsum("bf,bfd->bd", z, tf.exp(self.log_std)[None] * matrices)
+        z, dist = self._features_dist(obs)
+        action = dist.mode() if deterministic else dist.mean + self._acting.offset(self.generator, z, self.log_std)
         return action, dist.log_prob(action)

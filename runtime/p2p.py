@@ -180,10 +180,10 @@ def pull_version(peer: int, tag: int, variables: Sequence[Any], at_least: int, c
 
 def _load(variables: Sequence[Any], frame: tuple[int, bytes]) -> int:
     """Assign a frame's arrays to ``variables`` in one compiled call; returns its version."""
-    from .tfutil import assigner
-
     key = tuple(id(v) for v in variables)
-    if key not in _loaders:
+    if key not in _loaders:  # the first load of these variables builds their assigner
+        from .tfutil import assigner
+
         _loaders[key] = (assigner(variables), [(tuple(v.shape), v.dtype.as_numpy_dtype) for v in variables])
     load, specs = _loaders[key]
     version, payload = frame
