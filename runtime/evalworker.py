@@ -228,7 +228,8 @@ def main() -> None:
     os.dup2(2, 1)  # anything printed goes to the log, not into the replies
     os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from rlgen.runtime.session import configure_tensorflow, replace_dir
+    from rlgen.runtime.export import replace_dir
+    from rlgen.runtime.session import configure_tensorflow
 
     configure_tensorflow()
     import tensorflow as tf

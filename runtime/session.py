@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .control import LocalControl
+from .export import export_policy
 from .progress import Progress
 
 # loop: a whole iteration compiled into one call (single policy, in-graph env); other: logs, checkpoints, eval
@@ -162,6 +163,7 @@ class Session:
         self._last_checkpoint_steps = 0
         self._last_eval_steps = 0
         self._evaluator = None  # rank 0's evaluator process (rlgen.runtime.evalworker), if any
+        self.eval_seconds = 0.0  # what evaluation cost rank 0's loop (run.json eval_s)
         self._eval = None  # the in-loop evaluation (rlgen.runtime.evaluate.PolicyEvaluation), once built
         self._final_iteration = math.inf
         self.last_eval: tuple[float, float] | None = None
@@ -269,6 +271,7 @@ class Session:
         self.lengths.extend(state.get("lengths", []))
         self.episodes = int(state.get("episodes", 0))
         self._elapsed_before = float(state.get("elapsed", 0.0))
+        self.eval_seconds = float(state.get("eval_s", 0.0))
         if state.get("best_eval"):
             self.best_eval = (float(state["best_eval"][0]), int(state["best_eval"][1]))
         self._last_checkpoint_steps = self.start_iteration * self.config.steps_per_iteration
@@ -305,7 +308,8 @@ class Session:
         if until_stopped:
             last = math.inf
         self._final_iteration = last
-        self._start_evaluator()
+        with self._evaluating():
+            self._start_evaluator()
         while self.iteration < last and not self.stop_reason:
             yield self.iteration
         if not self.stop_reason:
@@ -383,7 +387,8 @@ class Session:
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
         if rest is not None:  # the other ranks' time per part (mean per rank), as reported this iteration
             record.update({f"rest_time_{k}": round(float(v), 5) for k, v in zip(CATEGORIES, rest, strict=True)})
-        record.update(self._evaluations())
+        with self._evaluating():
+            record.update(self._evaluations())
         self._metrics_file.write(json.dumps(_finite(record)) + "\n")
         self._metrics_file.flush()
         if self._profile is not None and not self.stop_reason:
@@ -460,6 +465,16 @@ class Session:
 
         lead = max(1, cfg.eval_every // (2 * cfg.steps_per_iteration))  # halfway to the next evaluation
         self._evaluator = Evaluator(self.run_dir, dict(cfg.env), cfg.eval_episodes, cfg.seed, lead, self._export_to)
+
+    @contextlib.contextmanager
+    def _evaluating(self) -> Iterator[None]:
+        """Count the time inside as evaluation's (``eval_s`` in run.json: what evaluating cost
+        this rank's loop, in the loop or waiting on and feeding the evaluator process)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.eval_seconds += time.perf_counter() - started
 
     def _export_to(self, target: Path) -> None:
         self._export_policy(target=target)
@@ -542,6 +557,7 @@ class Session:
             "returns": list(self.returns),
             "lengths": list(self.lengths),
             "elapsed": self.elapsed,
+            "eval_s": self.eval_seconds,
             "checkpoint": f"ckpt-{self.env_steps}",
             "best_eval": list(self.best_eval) if self.best_eval else None,
             "last_eval_steps": self._last_eval_steps,
@@ -581,12 +597,15 @@ class Session:
             exported = False
             if self._final_eval_due():  # so that policy-best/ is truly the best evaluated
                 if self._evaluator is not None:  # the final policy is exported while it is evaluated
-                    self._evaluator.request(self._policy, self.env_steps, self.iteration)
+                    with self._evaluating():
+                        self._evaluator.request(self._policy, self.env_steps, self.iteration)
                     self._export_policy()
                     exported = True
-                    final_eval = self._landed(self._evaluator.collect())
+                    with self._evaluating():
+                        final_eval = self._landed(self._evaluator.collect())
                 else:
-                    final_eval = self._evaluate()
+                    with self._evaluating():
+                        final_eval = self._evaluate()
             self.checkpoint()
             if self._policy is not None and self.stop_reason != "switch" and not exported:
                 self._export_policy()
@@ -635,6 +654,7 @@ class Session:
             "mean_return": float(np.mean(self.returns)) if self.returns else None,
             "best_eval": {"mean_return": self.best_eval[0], "env_steps": self.best_eval[1]} if self.best_eval else None,
             "elapsed": round(elapsed, 3),
+            **({"eval_s": round(self.eval_seconds, 3)} if self.config.eval_every else {}),
             "run_dir": str(self.run_dir),
         }
 
@@ -671,25 +691,7 @@ class Session:
 
     def _export_policy(self, name: str = "policy", target: Path | None = None) -> None:
         """Write the policy as a SavedModel with ``act(obs)`` to ``run_dir/name`` (or ``target``), atomically."""
-        import tensorflow as tf
-
-        obs_shape = list(self.config.env.get("obs_shape", []))
-        policy = self._policy
-
-        class ExportedPolicy(tf.Module):
-            def __init__(self) -> None:
-                super().__init__(name="policy")
-                self.policy = policy
-
-            # straight-line code: autograph's conversion was 0.6 of the first export's 0.8 s
-            @tf.function(input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32, name="obs")], autograph=False)
-            def act(self, obs: tf.Tensor) -> tf.Tensor:
-                return self.policy.act(obs, deterministic=True)[0]
-
-        target = target or self.run_dir / name
-        tmp = target.with_name(f".{target.name}.tmp")
-        tf.saved_model.save(ExportedPolicy(), str(tmp))
-        replace_dir(tmp, target)
+        export_policy(self._policy, self.config.env.get("obs_shape", []), target or self.run_dir / name)
 
     def _write_status(self, status: str, extra: Mapping[str, Any] | None = None) -> None:
         path = self.run_dir / "run.json"
@@ -697,15 +699,6 @@ class Session:
         doc.update({"name": self.config.name, "status": status, "workers": self.size, **(extra or {})})
         doc.setdefault("config", asdict(self.config))
         _write_atomic(path, json.dumps(_finite(doc), indent=2, default=str) + "\n")
-
-
-def replace_dir(tmp: Path, target: Path) -> None:
-    """Put the directory ``tmp`` where ``target`` is (a reader sees the old or the new one)."""
-    if target.exists():
-        import shutil
-
-        shutil.rmtree(target)
-    os.replace(tmp, target)
 
 
 def _read_state(checkpoint: Path) -> dict[str, Any] | None:

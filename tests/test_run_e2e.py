@@ -81,6 +81,7 @@ def test_each_policy_runs_and_writes_its_run_directory(tmp_path, policy):
     ].keys()
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["status"] == "finished" and doc["workers"] == workers
+    assert "eval_s" not in doc  # no evaluation: nothing to say about its cost
     assert doc["threads"] == {"inter_op": 1, "intra_op": 1}  # a small update: one thread per rank
     assert (run_dir / "spec.resolved.json").is_file() and (run_dir / "plan.json").is_file()
     assert json.loads((run_dir / "plan.json").read_text())["meta"]["policy"] == policy
@@ -440,6 +441,7 @@ def test_evaluation_in_its_own_process_gives_the_in_loop_results_in_fixed_rows(t
     assert [e[1:] for e in proc] == [e[1:] for e in loop] and len(proc) == 2
     assert [e[0] for e in loop] == [4, 8] and [e[0] for e in proc] == [6, 10]
     assert proc_doc["best_eval"] == loop_doc["best_eval"] and proc_doc["final_eval"] == loop_doc["final_eval"]
+    assert proc_doc["eval_s"] > 0 and loop_doc["eval_s"] > 0  # what evaluating cost rank 0's loop
     assert proc_doc["eval_process"] == "forked" and "eval_process" not in loop_doc  # no second TF import
     assert (tmp_path / "process" / "policy-best" / "saved_model.pb").is_file()
     assert not (tmp_path / "process" / ".eval").exists()  # nothing left in flight

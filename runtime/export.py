@@ -1,0 +1,40 @@
+"""The exported policy: a SavedModel whose ``act(obs)`` maps a float32 batch of observations
+to the policy's deterministic actions (``policy/`` and ``policy-best/`` of a run directory,
+what ``rlgen eval`` loads). Rank 0 exports it, and so does the evaluator process
+(:mod:`rlgen.runtime.evalworker`) from its own copy of the policy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def export_policy(policy: Any, obs_shape: Sequence[int], target: Path) -> None:
+    """Write ``policy`` as a SavedModel with ``act(obs)`` to ``target``, atomically."""
+    import tensorflow as tf
+
+    class ExportedPolicy(tf.Module):
+        def __init__(self) -> None:
+            super().__init__(name="policy")
+            self.policy = policy
+
+        # straight-line code: autograph's conversion was 0.6 of the first export's 0.8 s
+        @tf.function(input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32, name="obs")], autograph=False)
+        def act(self, obs: tf.Tensor) -> tf.Tensor:
+            return self.policy.act(obs, deterministic=True)[0]
+
+    tmp = target.with_name(f".{target.name}.tmp")
+    tf.saved_model.save(ExportedPolicy(), str(tmp))
+    replace_dir(tmp, target)
+
+
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Put the directory ``tmp`` where ``target`` is (a reader sees the old or the new one)."""
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    os.replace(tmp, target)
