@@ -10,6 +10,7 @@ one ``run_<role>`` function per role) and hands them to :func:`main`::
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 
@@ -81,7 +82,9 @@ def run_rank(
     local = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1")) if distributed else 1
     threads = configure_tensorflow(intra_op_threads(run, roles.get(own, ""), local_cores(), local))
     if own == 0 and run.eval_every and run.eval_deterministic and not args.calibrate:
-        evalworker.prefork()  # before any op runs: the evaluator shares this import of TensorFlow
+        # before any op runs: the evaluator shares this import of TensorFlow, and builds its
+        # own copy of the policy by rank 0's role
+        evalworker.prefork(functools.partial(evalworker.policy_of, runners[roles[0]]))
     if distributed:
         from . import comm
 

@@ -128,3 +128,34 @@ def test_a_killed_asynchronous_actor_ends_the_job_and_keeps_the_checkpoint(tmp_p
     assert err.startswith("rlgen run: error: rank 2 died without reporting an error"), err
     state = json.loads((run_dir / "state.json").read_text())
     assert (run_dir / "checkpoints" / f"{state['checkpoint']}.index").is_file()
+
+
+def test_the_learner_rank_evaluates_in_a_process_of_its_own_as_the_loop_would(tmp_path):
+    """Rank 0 (here the learner) forks its evaluator before Horovod starts; the evaluator builds
+    its copy of the policy by the learner's role and evaluates the same snapshots to the same
+    returns as evaluation in the loop (exact lag makes the two runs train alike)."""
+    results = {}
+    for name, env in (("loop", {"RLGEN_EVAL_PROCESS": "0"}), ("process", {})):
+        where = tmp_path / name
+        where.mkdir()
+        path = spec(where, "actors-learner", 2)
+        path.write_text(re.sub(r"eval: \{every: 0", "eval: {every: 1024", path.read_text()))
+        run_dir = where / "run"
+        cmd = [sys.executable, "-m", "rlgen", "run", str(path), "--run-dir", str(run_dir), "--quiet"]
+        r = subprocess.run(
+            [*cmd, "--iterations", "9"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env},
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        evals = [(row["eval_env_steps"], row["eval_mean_return"]) for row in rows if "eval_mean_return" in row]
+        results[name] = (evals, json.loads((run_dir / "run.json").read_text()), run_dir)
+    (loop, _, _), (proc, doc, run_dir) = results["loop"], results["process"]
+    assert len(loop) >= 2 and proc == loop
+    assert doc["eval_process"] == "forked"
+    assert "evaluator:" not in (run_dir / "ranks" / "eval.log").read_text()  # it never failed over to the loop
+    assert (run_dir / "policy-best" / "saved_model.pb").is_file()

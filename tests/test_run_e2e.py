@@ -443,6 +443,9 @@ def test_evaluation_in_its_own_process_gives_the_in_loop_results_in_fixed_rows(t
     assert proc_doc["best_eval"] == loop_doc["best_eval"] and proc_doc["final_eval"] == loop_doc["final_eval"]
     assert proc_doc["eval_s"] > 0 and loop_doc["eval_s"] > 0  # what evaluating cost rank 0's loop
     assert proc_doc["eval_process"] == "forked" and "eval_process" not in loop_doc  # no second TF import
+    # the process built its own copy of the policy and never failed over to the loop (which
+    # would give the same results)
+    assert "evaluator:" not in (tmp_path / "process" / "ranks" / "eval.log").read_text()
     assert (tmp_path / "process" / "policy-best" / "saved_model.pb").is_file()
     assert not (tmp_path / "process" / ".eval").exists()  # nothing left in flight
     part = tmp_path / "resumed"  # stopped after iteration 7, resumed from there
