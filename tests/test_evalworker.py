@@ -8,13 +8,19 @@ env (``backend: tensorflow``) is evaluated in the graph there too."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "builds"
 
 SCRIPT = textwrap.dedent(
     """
@@ -110,3 +116,28 @@ def test_policy_of_runs_a_role_up_to_its_attach_and_no_further() -> None:
         policy_of(lambda session, rank: None)
     with pytest.raises(RuntimeError, match="no policy"):
         policy_of(lambda session, rank: session.attach(object()))
+
+
+def _role_functions(main_py: Path) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(main_py.read_text())
+    return {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("run_")}
+
+
+@pytest.mark.parametrize("main_py", sorted(GOLDEN.glob("*/*/*/main.py")), ids=lambda p: "/".join(p.parts[-4:-2]))
+def test_rank_0s_role_touches_its_session_first_at_attach(main_py: Path) -> None:
+    """The evaluator process builds its copy of the policy by running rank 0's role with a
+    stand-in session that ends it at ``session.attach`` (``policy_of``): every generated role of
+    rank 0 must only construct its fragments before that, not use the session or the channels."""
+    roles = ast.literal_eval(re.search(r"^ROLES = (\{.*?\})", main_py.read_text(), re.M).group(1))
+    role = _role_functions(main_py)[f"run_{roles[0]}"]
+    before: list[ast.stmt] = []
+    for statement in role.body:
+        if "session.attach(" in ast.unparse(statement):
+            break
+        before.append(statement)
+    else:
+        pytest.fail(f"{main_py}: role {roles[0]} never attaches a policy")
+    used = {n.id for s in before for n in ast.walk(s) if isinstance(n, ast.Name)}
+    assert "session" not in used
+    calls = [ast.unparse(n.func) for s in before for n in ast.walk(s) if isinstance(n, ast.Call)]
+    assert all(name.endswith("Fragment") for name in calls), calls  # constructors only
