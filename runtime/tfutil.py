@@ -48,7 +48,12 @@ def flat_caller(fn: Any) -> FlatCall:
     argument binding), which roughly halves the per-call cost on this machine. It
     uses TensorFlow internals; if they are missing, the public call is used.
     """
-    concrete = fn.get_concrete_function()
+    return concrete_caller(fn.get_concrete_function())
+
+
+def concrete_caller(concrete: Any) -> FlatCall:
+    """:func:`flat_caller` for one concrete function (e.g. a restored SavedModel's, or one
+    traced for a given input signature): the same fast path, the same outputs."""
     try:
         return _direct_caller(concrete)
     except (AttributeError, ImportError, TypeError):
