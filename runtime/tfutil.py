@@ -80,6 +80,7 @@ def _direct_caller(concrete: Any) -> FlatCall:
     def call_direct(*args: tf.Tensor) -> Sequence[tf.Tensor]:
         return quick_execute(name, num_outputs, [*args, *captures], attrs, ctx)
 
+    call_direct.concrete = concrete  # held: the runtime forgets the function once it is collected
     return call_direct
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 
@@ -173,6 +174,10 @@ def test_fast_call_path_of_a_concrete_function_traced_or_restored_matches_its_pu
     module.value.trainable_variables[0].assign_add(tf.ones_like(module.value.trainable_variables[0]))
     (fast,) = concrete_caller(module.act.get_concrete_function(spec))(x)  # reads the variables as they are now
     np.testing.assert_array_equal(fast.numpy(), module.act(x).numpy())
+    # the caller holds its function: the runtime would forget one whose tf.function is gone
+    call = concrete_caller(tf.function(lambda x: 3.0 * module.value(x)).get_concrete_function(spec))
+    gc.collect()
+    np.testing.assert_array_equal(call(x)[0].numpy(), module.act(x).numpy())
 
 
 def test_assigner_loads_every_variable_in_one_call_and_outlives_its_function() -> None:
