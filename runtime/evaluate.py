@@ -70,6 +70,15 @@ def evaluate(
     return np.asarray(returns[:episodes], np.float64)
 
 
+def act_function(policy: Any, deterministic: bool = True) -> Callable[[Any], Any]:
+    """What evaluation acts through: ``policy.act``'s actions as one traced function (no
+    autograph: straight-line code). The loop's evaluation and the evaluator process's copy
+    both use it, so that they compute the same actions."""
+    import tensorflow as tf
+
+    return tf.function(lambda obs: policy.act(obs, deterministic=deterministic)[0], autograph=False)
+
+
 class PolicyEvaluation:
     """Evaluations of one TensorFlow policy function ``act`` (a float32 batch of observations
     to actions), each on the same freshly seeded envs, so that a result depends on the

@@ -300,20 +300,15 @@ def _policy_copy(
     the run's in-loop one), or loaded from the template rank 0 exported (started afresh)."""
     import tensorflow as tf
 
-    from rlgen.runtime.export import export_policy, replace_dir
+    from rlgen.runtime.evaluate import act_function
+    from rlgen.runtime.export import export_policy, save
 
     if "build" in message:
         policy = build()
-        act = tf.function(lambda obs: policy.act(obs, deterministic=True)[0], autograph=False)
-        return tf.train.Checkpoint(policy=policy), act, lambda target: export_policy(policy, obs_shape, target)
+        export = lambda target: export_policy(policy, obs_shape, target)  # noqa: E731
+        return tf.train.Checkpoint(policy=policy), act_function(policy), export
     loaded = tf.saved_model.load(message["template"])
-
-    def save(target: Path) -> None:
-        tmp = target.with_name(f".{target.name}.tmp")
-        tf.saved_model.save(loaded, str(tmp))
-        replace_dir(tmp, target)
-
-    return tf.train.Checkpoint(policy=loaded.policy), loaded.act, save
+    return tf.train.Checkpoint(policy=loaded.policy), loaded.act, lambda target: save(loaded, target)
 
 
 if __name__ == "__main__":

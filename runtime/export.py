@@ -26,15 +26,18 @@ def export_policy(policy: Any, obs_shape: Sequence[int], target: Path) -> None:
         def act(self, obs: tf.Tensor) -> tf.Tensor:
             return self.policy.act(obs, deterministic=True)[0]
 
+    save(ExportedPolicy(), target)
+
+
+def save(module: Any, target: Path) -> None:
+    """``tf.saved_model.save`` to ``target`` atomically: written aside, then put in place (a
+    reader sees the old or the new one)."""
+    import shutil
+
+    import tensorflow as tf
+
     tmp = target.with_name(f".{target.name}.tmp")
-    tf.saved_model.save(ExportedPolicy(), str(tmp))
-    replace_dir(tmp, target)
-
-
-def replace_dir(tmp: Path, target: Path) -> None:
-    """Put the directory ``tmp`` where ``target`` is (a reader sees the old or the new one)."""
+    tf.saved_model.save(module, str(tmp))
     if target.exists():
-        import shutil
-
         shutil.rmtree(target)
     os.replace(tmp, target)

@@ -530,13 +530,10 @@ class Session:
     def _evaluation(self):
         """The in-loop evaluation of the policy, built on first use (the act function traced once)."""
         if self._eval is None:
-            import tensorflow as tf
+            from .evaluate import PolicyEvaluation, act_function
 
-            from .evaluate import PolicyEvaluation
-
-            policy, deterministic = self._policy, self.config.eval_deterministic
-            act = tf.function(lambda obs: policy.act(obs, deterministic=deterministic)[0], autograph=False)
             cfg = self.config
+            act = act_function(self._policy, cfg.eval_deterministic)
             self._eval = PolicyEvaluation(act, cfg.env, cfg.eval_episodes, cfg.seed)
         return self._eval
 
