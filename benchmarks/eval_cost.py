@@ -2,10 +2,12 @@
 process beside training (the default: forked from rank 0 before TensorFlow runs; or started
 afresh, ``RLGEN_EVAL_PROCESS=spawn``, as when rank 0 cannot fork it) or in the training loop
 (``RLGEN_EVAL_PROCESS=0``), against the same run without evaluation
-(``--set train.eval.every=0``).
+(``--set train.eval.every=0``). The process runs niced (``rlgen.runtime.evalworker``); mode
+``unniced`` runs it at training's priority (``RLGEN_EVAL_NICE=0``) to show what that buys.
 
     .venv/bin/python benchmarks/eval_cost.py                 # the two CartPole examples, 3 runs each
     .venv/bin/python benchmarks/eval_cost.py --runs 5 --specs examples/ppo-cartpole.rl.yaml
+    .venv/bin/python benchmarks/eval_cost.py --modes none,process,unniced
 
 Evaluation never changes training (its envs and snapshots are its own), so the runs of a
 spec train identically to the same stop; the difference in time is evaluation's. Medians over
@@ -31,12 +33,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ["examples/ppo-cartpole.rl.yaml", "examples/ppo-cartpole-ingraph.rl.yaml"]
-MODES = {
-    "no evaluation": ({}, ["--set", "train.eval.every=0"]),
-    "evaluation in the loop": ({"RLGEN_EVAL_PROCESS": "0"}, []),
-    "evaluation process": ({}, []),
-    "evaluation process, started afresh": ({"RLGEN_EVAL_PROCESS": "spawn"}, []),
+MODES = {  # key: (label, environment, extra arguments)
+    "none": ("no evaluation", {}, ["--set", "train.eval.every=0"]),
+    "loop": ("evaluation in the loop", {"RLGEN_EVAL_PROCESS": "0"}, []),
+    "process": ("evaluation process", {}, []),
+    "unniced": ("evaluation process, training's priority", {"RLGEN_EVAL_NICE": "0"}, []),
+    "spawn": ("evaluation process, started afresh", {"RLGEN_EVAL_PROCESS": "spawn"}, []),
 }
+DEFAULT_MODES = "none,loop,process,spawn"
 
 
 def one_run(
@@ -63,29 +67,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--specs", default=",".join(SPECS), help="comma-separated specs")
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"comma-separated, of {', '.join(MODES)}; none first")
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    if modes[0] != "none" or not set(modes) <= set(MODES):
+        parser.error(f"--modes: comma-separated, starting with none, of {', '.join(MODES)}")
     with tempfile.TemporaryDirectory(prefix="rlgen-evalcost-") as tmp:
         for k, spec in enumerate(args.specs.split(",")):
-            clocks: dict[str, list[float]] = {m: [] for m in MODES}
-            walls: dict[str, list[float]] = {m: [] for m in MODES}
-            in_loop: dict[str, list[float]] = {m: [] for m in MODES}
+            clocks: dict[str, list[float]] = {m: [] for m in modes}
+            walls: dict[str, list[float]] = {m: [] for m in modes}
+            in_loop: dict[str, list[float]] = {m: [] for m in modes}
             steps: set[int] = set()
             for i in range(args.runs):  # the modes interleaved, so that a noisy moment hits all of them
-                for m, (mode, (env, extra)) in enumerate(MODES.items()):
+                for m, mode in enumerate(modes):
+                    _, env, extra = MODES[mode]
                     run_dir, build_dir = Path(tmp) / f"run-{k}-{m}-{i}", Path(tmp) / f"build-{k}-{m}"
                     clock, wall, spent, n = one_run((ROOT / spec).resolve(), run_dir, build_dir, env, extra)
                     clocks[mode].append(clock)
                     walls[mode].append(wall)
                     in_loop[mode].append(spent)
                     steps.add(n)
-            base_clock = statistics.median(clocks["no evaluation"])
-            base_wall = statistics.median(walls["no evaluation"])
+            base_clock = statistics.median(clocks["none"])
+            base_wall = statistics.median(walls["none"])
             print(f"{spec} (median of {args.runs} runs; env steps {sorted(steps)})")
-            for mode in MODES:
+            for mode in modes:
                 c, w = statistics.median(clocks[mode]), statistics.median(walls[mode])
                 e = statistics.median(in_loop[mode])
                 print(
-                    f"  {mode:<34} clock {c:6.2f} s ({100 * (c / base_clock - 1):+5.1f}%)"
+                    f"  {MODES[mode][0]:<40} clock {c:6.2f} s ({100 * (c / base_clock - 1):+5.1f}%)"
                     f"   whole run {w:6.2f} s ({100 * (w / base_wall - 1):+5.1f}%)"
                     f"   in rank 0's loop {e:5.2f} s ({100 * e / base_clock:4.1f}% of the clock without)"
                 )

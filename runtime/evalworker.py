@@ -24,6 +24,12 @@ cannot fork so (TensorFlow already running), the process is started afresh and r
 snapshots into a SavedModel template of the policy that rank 0 exports (0.2-0.7 s on the
 training path, which the forked process saves).
 
+The process runs at a lower scheduling priority than training (``nice`` +``EVAL_NICE``, or
+``RLGEN_EVAL_NICE``): it takes the cycles training leaves idle (while it waits on an env, a
+rollout's single thread, a collective) instead of slowing training's threads down, and when
+rank 0 waits for a result that is due, the process has the CPU to itself. A niceness changes
+when a result arrives, never what it is.
+
 Only for deterministic evaluation (the exported policy acts deterministically);
 ``RLGEN_EVAL_PROCESS=0`` evaluates in the loop as before; ``RLGEN_EVAL_PROCESS=spawn`` starts
 the process afresh instead of forking it. If the process fails, the run goes
@@ -45,6 +51,7 @@ from typing import IO, Any
 
 #: Weight snapshots kept (older ones go; the directory goes when the run finishes).
 KEEP_WEIGHTS = 2
+EVAL_NICE = 10  # the process's niceness above rank 0's (RLGEN_EVAL_NICE)
 
 
 class _Forked:
@@ -176,10 +183,11 @@ class Evaluator:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lead = lead
         self.pending: dict[str, Any] | None = None  # {"steps", "due", "weights"}
+        nice = niceness()
         self.proc = _start()
         self.started = "forked" if isinstance(self.proc, _Forked) else "spawned"  # run.json: eval_process
         log = str(run_dir / "ranks" / "eval.log")
-        self._send({"env": env, "episodes": episodes, "seed": seed, "log": log})
+        self._send({"env": env, "episodes": episodes, "seed": seed, "log": log, "nice": nice})
         if getattr(self.proc, "builds", False):
             self._send({"build": True})
         else:
@@ -249,6 +257,18 @@ class Evaluator:
                 part.unlink(missing_ok=True)
 
 
+def niceness() -> int:
+    """How much nicer than rank 0 the process runs: ``RLGEN_EVAL_NICE``, else ``EVAL_NICE``."""
+    raw = os.environ.get("RLGEN_EVAL_NICE", "").strip()
+    try:
+        value = int(raw) if raw else EVAL_NICE
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 19:
+        raise ValueError(f"RLGEN_EVAL_NICE={raw!r}: give a whole number from 0 (training's priority) to 19")
+    return value
+
+
 def main(build: Callable[[], Any] | None = None) -> None:
     """The evaluator process: JSON lines in on stdin, one reply line per evaluation or export out
     (``build``: how a forked process makes its copy of the policy)."""
@@ -257,6 +277,8 @@ def main(build: Callable[[], Any] | None = None) -> None:
     if not first:  # ended before it was needed
         os._exit(0)
     config = json.loads(first)
+    with contextlib.suppress(OSError):
+        os.nice(int(config.get("nice", 0)))
     if "log" in config:  # the run's eval.log takes stderr, and anything else printed
         log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log, 2)
