@@ -2,7 +2,8 @@
 has not run yet, started afresh otherwise; either way it evaluates a weight snapshot to the
 returns the evaluating process itself gets, and exports the policy it evaluated. A forked
 process given a builder makes its own copy of the policy (no template is exported for it);
-one without, or started afresh, restores into the template. Each case runs in a fresh
+one without, or started afresh, restores into the template. The process runs nicer than
+the run (``EVAL_NICE``, or ``RLGEN_EVAL_NICE``). Each case runs in a fresh
 interpreter, because whether TensorFlow has run decides how the process starts. An in-graph
 env (``backend: tensorflow``) is evaluated in the graph there too."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from rlgen.runtime import evalworker
 
 GOLDEN = ROOT / "tests" / "golden" / "builds"
 
@@ -66,38 +69,50 @@ SCRIPT = textwrap.dedent(
     policy.network.trainable_variables[0].assign_add(tf.ones_like(policy.network.trainable_variables[0]))
     evaluator.request(policy, 100, 1)  # the weights as they are now, not the template's
     steps, mean, _ = evaluator.collect()
+    nicer = os.getpriority(os.PRIO_PROCESS, evaluator.proc.pid) - os.getpriority(os.PRIO_PROCESS, 0)
     evaluator.export(run_dir / "best")
     evaluator.close()
     here = PolicyEvaluation(exported.act, env, 4, 7)()
     loaded = tf.saved_model.load(str(run_dir / "best"))  # held: its variables live as long as it does
     best = PolicyEvaluation(loaded.act, env, 4, 7)()
     print(json.dumps({"started": evaluator.started, "steps": steps, "mean": mean, "here": float(here.mean()),
-                      "best": float(best.mean()), "templates": len(templates)}))
+                      "best": float(best.mean()), "templates": len(templates), "nicer": nicer}))
     """
 )
 
 
 @pytest.mark.parametrize(
-    "state,started,backend,builds",
+    "state,started,backend,builds,nice",
     [
-        ("idle", "forked", "gymnasium", "builds"),
-        ("idle", "forked", "gymnasium", "template"),
-        ("ran", "spawned", "gymnasium", "builds"),  # a process started afresh cannot build: the template
-        ("idle", "forked", "tensorflow", "builds"),
+        ("idle", "forked", "gymnasium", "builds", None),
+        ("idle", "forked", "gymnasium", "template", "3"),
+        ("ran", "spawned", "gymnasium", "builds", None),  # a process started afresh cannot build: the template
+        ("idle", "forked", "tensorflow", "builds", "0"),
     ],
 )
 def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(
-    tmp_path: Path, state: str, started: str, backend: str, builds: str
+    tmp_path: Path, state: str, started: str, backend: str, builds: str, nice: str | None
 ) -> None:
     script = [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), state, backend, builds]
-    r = subprocess.run(script, capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "RLGEN_EVAL_NICE"}
+    if nice is not None:
+        env["RLGEN_EVAL_NICE"] = nice
+    r = subprocess.run(script, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["started"] == started
     assert out["steps"] == 100 and out["mean"] == out["here"]
     assert out["best"] == out["here"]  # the exported policy is the snapshot's
     assert out["templates"] == (0 if started == "forked" and builds == "builds" else 1)
+    assert out["nicer"] == (evalworker.EVAL_NICE if nice is None else int(nice))
     assert (tmp_path / "run" / "ranks" / "eval.log").read_text() == ""  # nothing went wrong in it
+
+
+@pytest.mark.parametrize("value", ["high", "-1", "20", "2.5"])
+def test_a_bad_rlgen_eval_nice_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RLGEN_EVAL_NICE", value)
+    with pytest.raises(ValueError, match=rf"RLGEN_EVAL_NICE='{re.escape(value)}': give a whole number from 0"):
+        evalworker.niceness()
 
 
 def test_policy_of_runs_a_role_up_to_its_attach_and_no_further() -> None:
