@@ -42,6 +42,7 @@ from pathlib import Path
 
 from rlgen.codegen.policies import POLICIES
 from rlgen.runtime.bench import run_policy, speed_only
+from rlgen.runtime.metricslog import per_iteration
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("inference", "env", "buffer", "update", "comm", "other")
@@ -78,8 +79,8 @@ def rates(run_dir: Path, warmup: int) -> dict:
     steps = steady[-1]["env_steps"] - rows[rows.index(steady[0]) - 1]["env_steps"]
 
     def ms(key: str) -> float | None:
-        values = [r[key] for r in steady if key in r]
-        return 1000 * statistics.fmean(values) if values else None
+        having = [r for r in steady if key in r]
+        return 1000 * per_iteration(having, key) if having else None
 
     lags = [r["policy_lag"] for r in steady if "policy_lag" in r]
     return {

@@ -187,7 +187,8 @@ def last_line(text: str) -> str:
 
 
 def read_metrics(run_dir: Path, train_freq: int, gradient_steps: int) -> dict[str, Any]:
-    """Speed over the rows after the first one that learned, and their mean time per part."""
+    """Speed over the rows after the first one that learned (that iteration has a row of its
+    own: it traces and compiles the update), and their mean time per part per iteration."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     learned = [i for i, r in enumerate(rows) if r.get("time_update", 0.0) > 0.0]
     if not learned or learned[0] == len(rows) - 1:
@@ -196,7 +197,7 @@ def read_metrics(run_dir: Path, train_freq: int, gradient_steps: int) -> dict[st
     mark, end = rows[first], rows[-1]
     steady = rows[first + 1 :]
     span = end["time"] - mark["time"]
-    n = len(steady)
+    n = sum(r.get("iterations", 1) for r in steady)  # a row may cover several short iterations
     per_iter = {p: 1000 * sum(r.get(f"time_{p}", 0.0) for r in steady) / n for p in PARTS}
     whole = 1000 * span / n
     before = rows[first - 1]["time"] if first else 0.0

@@ -261,7 +261,8 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Log:
-    """TensorBoard events every ``every`` iterations (metrics.jsonl gets every iteration)."""
+    """TensorBoard events every ``every`` iterations (metrics.jsonl gets a row every iteration;
+    iterations of fewer than 64 env steps share one: rlgen.runtime.metricslog)."""
 
     every: int = 10
     tensorboard: bool = True

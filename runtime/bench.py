@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .metricslog import per_iteration
 from .session import CATEGORIES as PARTS  # the parts a run times
 
 
@@ -51,8 +52,8 @@ def speed_only(spec: Path, tmp: Path, checkpoint_every: int | None = None) -> Pa
 
 
 def read_run(run_dir: Path, policy: str, workers: int, target: float | None, warmup: int = 1) -> PolicyResult:
-    """The run's figures; rates and per-part times leave out the first ``warmup`` iterations
-    (the first traces and compiles)."""
+    """The run's figures; rates and per-part times leave out the first ``warmup`` rows (the
+    first iteration has a row of its own: it traces and compiles)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     if not rows:
         return PolicyResult(policy, workers, False, "no metrics written")
@@ -69,7 +70,7 @@ def read_run(run_dir: Path, policy: str, workers: int, target: float | None, war
         wall=rows[-1]["time"],
         steps_per_s=steps / span if span > 0 else 0.0,
         final_return=rows[-1].get("mean_return"),
-        ms_per_iteration={p: 1000 * sum(r.get(f"time_{p}", 0.0) for r in steady) / len(steady) for p in PARTS},
+        ms_per_iteration={p: 1000 * per_iteration(steady, f"time_{p}") for p in PARTS},
     )
     if target is not None:
         hit = next((r for r in rows if r.get("mean_return") is not None and r["mean_return"] >= target), None)

@@ -183,7 +183,7 @@ def _history(spec: dict, hosts):
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    from rlgen.runtime.session import read_metrics
+    from rlgen.runtime.metricslog import read_metrics
 
     return read_metrics(run_dir)
 

@@ -75,9 +75,11 @@ class Measured:
 
 
 def speed_of(rows: Sequence[dict[str, Any]]) -> tuple[float, dict[str, float], int] | None:
-    """Steady steps/s (the median over iterations after the first, which traces), time per part
-    and steps per iteration of a run's metric rows; None when too few iterations ran."""
-    if len(rows) < MIN_ITERATIONS + 1:
+    """Steady steps/s (the median over rows after the first, whose iteration traces), time per
+    part per iteration and steps per iteration of a run's metric rows (a row may cover several
+    short iterations: ``iterations``); None when too few iterations ran."""
+    covered = sum(int(row.get("iterations", 1)) for row in rows[1:])
+    if covered < MIN_ITERATIONS:
         return None
     rates, parts = [], {p: [] for p in PARTS}
     for before, row in zip(rows, rows[1:], strict=False):
@@ -85,10 +87,10 @@ def speed_of(rows: Sequence[dict[str, Any]]) -> tuple[float, dict[str, float], i
         if span > 0 and steps > 0:
             rates.append(steps / span)
         for p in PARTS:
-            parts[p].append(float(row.get(f"time_{p}", 0.0)))
+            parts[p].append(float(row.get(f"time_{p}", 0.0)) / max(1, int(row.get("iterations", 1))))
     if not rates:
         return None
-    per_iteration = (rows[-1]["env_steps"] - rows[0]["env_steps"]) // (len(rows) - 1)
+    per_iteration = (rows[-1]["env_steps"] - rows[0]["env_steps"]) // covered
     return statistics.median(rates), {p: statistics.median(v) for p, v in parts.items()}, per_iteration
 
 

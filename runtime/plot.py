@@ -46,7 +46,7 @@ class Run:
 
 
 def read_run(path: Path) -> Run:
-    from .session import read_metrics
+    from .metricslog import read_metrics
 
     if not (path / "metrics.jsonl").is_file():
         raise PlotError(f"{path}: not a run directory (no metrics.jsonl)")

@@ -35,6 +35,7 @@ import numpy as np
 
 from .control import LocalControl
 from .export import export_policy
+from .metricslog import MetricsLog, drop_rows_after, iterations_per_row
 from .progress import Progress
 
 # loop: a whole iteration compiled into one call (single policy, in-graph env); other: logs, checkpoints, eval
@@ -157,7 +158,7 @@ class Session:
         self._iteration_var = None
         self._writer = None
         self._summary_writers: dict[tuple[str, ...], Any] = {}  # compiled writers, per set of keys
-        self._metrics_file = None
+        self._metrics: MetricsLog | None = None  # rank 0's metrics.jsonl
         self._elapsed_before = 0.0
         self._started = self._iter_started = time.perf_counter()
         self._last_checkpoint_steps = 0
@@ -277,7 +278,7 @@ class Session:
         self._last_checkpoint_steps = self.start_iteration * self.config.steps_per_iteration
         # evaluations go on on their schedule (a run split in two evaluates where one run would)
         self._last_eval_steps = int(state.get("last_eval_steps", self._last_checkpoint_steps))
-        _drop_rows_after(self.run_dir / "metrics.jsonl", self.start_iteration)
+        drop_rows_after(self.run_dir / "metrics.jsonl", self.start_iteration, _write_atomic)
         # a rank killed between registering a checkpoint and copying its state leaves the copy behind
         _write_atomic(self.run_dir / "state.json", json.dumps(state))
         if skipped:
@@ -289,7 +290,8 @@ class Session:
         self.start_iteration = self.control.begin(self.start_iteration)
         self.iteration = self.start_iteration
         if self.rank == 0:
-            self._metrics_file = (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+            every = 1 if self.calibrate else iterations_per_row(self.config.steps_per_iteration)
+            self._metrics = MetricsLog(self.run_dir / "metrics.jsonl", every, self.config.steps_per_iteration)
             if self.config.tensorboard:
                 import tensorflow as tf
 
@@ -378,7 +380,8 @@ class Session:
             "mean_return": float(np.mean(self.returns)) if self.returns else None,
             "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
         }
-        record.update(self._metric_values(metrics))
+        learned = self._metric_values(metrics)
+        record.update(learned)
         if policy_lag is not None:
             record["policy_lag"] = int(policy_lag)
         if dropped is not None:
@@ -387,10 +390,13 @@ class Session:
         record.update({f"time_{k}": round(v, 5) for k, v in times.items()})
         if rest is not None:  # the other ranks' time per part (mean per rank), as reported this iteration
             record.update({f"rest_time_{k}": round(float(v), 5) for k, v in zip(CATEGORIES, rest, strict=True)})
+        checkpoint_due = self._checkpoint_due()
         with self._evaluating():
-            record.update(self._evaluations())
-        self._metrics_file.write(json.dumps(_finite(record)) + "\n")
-        self._metrics_file.flush()
+            evaluated = self._evaluations()
+        record.update(evaluated)
+        # a row ends where a reader must see its iteration: an evaluation, a checkpoint, the end
+        end_row = bool(evaluated) or checkpoint_due or bool(self.stop_reason) or self.iteration >= self._final_iteration
+        self._metrics.add(_finite(record), iter_time, _finite(learned), end_row)
         if self._profile is not None and not self.stop_reason:
             self._profiled.append(record)
             if len(self._profiled) >= self._profile[0]:
@@ -401,7 +407,7 @@ class Session:
                     self._profile = None
         if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
             self._tensorboard(record)
-        if self._checkpoint_due():
+        if checkpoint_due:
             self.checkpoint()
         self.progress.update(record, final=False)
 
@@ -622,8 +628,8 @@ class Session:
         status = {"interrupted": "interrupted", "switch": "switching"}.get(self.stop_reason, "finished")
         status = "calibrated" if self.calibrate else status
         self._write_status(status, summary)
-        if self._metrics_file is not None:
-            self._metrics_file.close()
+        if self._metrics is not None:
+            self._metrics.close()
         if self._writer is not None:
             self._writer.close()
         if status != "switching":  # the policy it switches to goes on with the progress display
@@ -681,8 +687,8 @@ class Session:
         if self.rank == 0:
             if self._evaluator is not None:
                 self._evaluator.kill()
-            if self._metrics_file is not None:
-                self._metrics_file.close()
+            if self._metrics is not None:
+                self._metrics.close()
             with contextlib.suppress(OSError):
                 self._write_status("failed", {"error": reason, "rank": self.rank})
 
@@ -707,31 +713,6 @@ def _read_state(checkpoint: Path) -> dict[str, Any] | None:
     if not isinstance(state, dict) or not isinstance(state.get("iteration"), int):
         return None
     return state
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The iterations a run logged (``metrics.jsonl``); a half-written last line (a running or
-    killed run) is left out, and a run that logged nothing has none."""
-    rows = []
-    with contextlib.suppress(OSError):
-        for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                rows.append(json.loads(line))
-    return rows
-
-
-def _drop_rows_after(metrics: Path, iteration: int) -> None:
-    """Keep the metric rows up to ``iteration``: a resumed run redoes the later ones."""
-    if not metrics.is_file():
-        return
-    keep = []
-    for line in metrics.read_text().splitlines():
-        try:
-            if json.loads(line).get("iteration", 0) <= iteration:
-                keep.append(line)
-        except ValueError:
-            continue  # a half-written last line
-    _write_atomic(metrics, "".join(f"{line}\n" for line in keep))
 
 
 def _finite(value: Any) -> Any:

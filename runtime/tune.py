@@ -249,7 +249,7 @@ def _run_json(run_dir: Path) -> dict[str, Any]:
 
 def _objective(run_dir: Path, doc: dict[str, Any], objective: str) -> float | None:
     """The trial's last evaluation (the final one, if the run ended with one), or its mean training return."""
-    from rlgen.runtime.session import read_metrics
+    from rlgen.runtime.metricslog import read_metrics
 
     if objective == "mean_return":
         return doc.get("mean_return")

@@ -61,6 +61,18 @@ def test_speed_is_the_median_rate_after_the_first_iteration_so_an_evaluation_spi
     assert speed_of(rows(4000.0, n=3)) is None  # too short to say
 
 
+def test_rows_covering_several_short_iterations_give_speed_and_parts_per_iteration():
+    one_step = rows(200.0, n=8, per_iteration=64)  # SAC-like: 64 one-step iterations a row
+    for row in one_step[1:]:
+        row["iterations"] = 64
+    one_step[0]["iterations"] = 1  # the first iteration has a row of its own
+    one_step[0]["env_steps"] = 1
+    steps_per_s, parts, per_iteration = speed_of(one_step)
+    assert steps_per_s == pytest.approx(200.0)
+    assert per_iteration == 1 and parts["update"] == pytest.approx(0.4 * 64 / 200 / 64)
+    assert speed_of(one_step[:1]) is None and speed_of(one_step[:2]) is not None  # 64 iterations are enough
+
+
 def test_history_keeps_the_last_runs_forgets_old_ones_and_keeps_parts_for_single(tmp_path):
     h = History("k", tmp_path)
     for speed in (1000.0, 1100.0, 900.0, 5000.0, 5000.0, 5000.0):

@@ -22,8 +22,8 @@ class Agent(tf.Module):
         self.w = tf.Variable(0.0)
 
 
-def _train(run_dir: Path, iterations: int, resume: bool = False) -> tuple[Session, Agent]:
-    session = Session(CONFIG, run_dir, resume=resume, max_iterations=iterations)
+def _train(run_dir: Path, iterations: int, resume: bool = False, config: RunConfig = CONFIG) -> tuple[Session, Agent]:
+    session = Session(config, run_dir, resume=resume, max_iterations=iterations)
     agent = Agent()
     session.attach(agent)
     for i in session.iterations():
@@ -46,6 +46,30 @@ def test_resume_restores_weights_and_state_and_drops_redone_metric_rows(tmp_path
     assert session.start_iteration == 4 and agent.w.numpy() == 6.0
     assert _rows(tmp_path) == [1, 2, 3, 4, 5, 6]
     assert session.episodes == 6
+
+
+def test_one_step_iterations_share_rows_that_end_at_checkpoints_and_resume_in_step(tmp_path):
+    config = RunConfig(name="t", total_steps=10_000, steps_per_iteration=1, checkpoint_every=100, checkpoint_keep=3)
+    _train(tmp_path, 250, config=config)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # 64 one-step iterations a row; the first alone; a row ends at each checkpoint and at the end
+    assert [(r["iteration"], r["iterations"]) for r in rows] == [
+        (1, 1),
+        (65, 64),
+        (100, 35),
+        (164, 64),
+        (200, 36),
+        (250, 50),
+    ]
+    assert rows[2]["env_steps"] == 100 and rows[2]["episodes"] == 100
+    # a kill after iteration 260's row but before its checkpoint: the row is redone on resume
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"iteration": 260, "env_steps": 260, "iterations": 10}) + "\n")
+    session, agent = _train(tmp_path, 30, resume=True, config=config)
+    assert session.start_iteration == 250 and agent.w.numpy() == 280.0
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r["iterations"]) for r in rows[-2:]] == [(251, 1), (280, 29)]
+    assert sum(r["iterations"] for r in rows) == 280
 
 
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
