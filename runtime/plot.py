@@ -3,9 +3,10 @@
 One figure. Top: the mean training return (over the spec's stop window) against env
 steps and against training time, periodic evaluations marked. Bottom: the learner's
 losses (PPO/A2C: policy loss, value loss, entropy, explained variance; DQN: loss and
-Q) against env steps. Several runs are overlaid; runs whose specs differ only by their
-seed are drawn as one curve, the mean over the seeds with a band from the lowest to the
-highest, on a common grid up to the shortest of them.
+Q; SAC/TD3: critic and actor loss, the entropy coefficient, Q) against env steps. Several
+runs are overlaid; runs whose specs differ only by their seed are drawn as one curve, the
+mean over the seeds with a band from the lowest to the highest, on a common grid up to the
+shortest of them.
 
 Every run ``rlgen run`` finishes also gets ``curves.png`` in its run directory, drawn by a
 detached ``rlgen plot`` once the run is done. matplotlib is the ``plot`` extra
@@ -26,7 +27,17 @@ from typing import Any
 import numpy as np
 
 #: Losses drawn in the bottom row, in this order, when a run logs them.
-LOSSES = ("policy_loss", "value_loss", "entropy", "explained_variance", "loss", "q")
+LOSSES = (  # the learners' metrics drawn, at most four: PPO/A2C's, DQN's, SAC/TD3's
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "explained_variance",
+    "loss",
+    "critic_loss",
+    "actor_loss",
+    "ent_coef",
+    "q",
+)
 GRID = 200  # points of a seed group's common grid
 
 

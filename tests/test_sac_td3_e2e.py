@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from rlgen.runtime.machine import local_cores
+from rlgen.runtime.plot import read_run
 
 from conftest import ROOT
 
@@ -65,6 +66,7 @@ def test_sac_learns_pendulum(tmp_path):
     learning = [r for r in rows if r.get("critic_loss") is not None]
     assert len(learning) == len(rows) - 1  # every iteration after the first learned
     assert learning[-1]["ent_coef"] < 0.5 < learning[0]["ent_coef"]  # alpha tuned down from 1
+    assert read_run(run_dir).losses == ["critic_loss", "actor_loss", "ent_coef", "q"]  # what rlgen plot draws
     # batch 256 through 256x256 layers: the update takes every core (one rank on this host)
     assert json.loads((run_dir / "run.json").read_text())["threads"] == {"inter_op": 1, "intra_op": local_cores()}
     # the exported policy acts deterministically, within the action bounds
