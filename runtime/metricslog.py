@@ -92,6 +92,10 @@ class MetricsLog:
         self._file.flush()
 
 
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 class _Iteration(NamedTuple):
     record: dict[str, Any]
     seconds: float
@@ -109,9 +113,8 @@ def _row(pending: list[_Iteration], steps_per_iteration: int) -> dict[str, Any]:
     for key in {k for it in pending for k in it.record if k.startswith(_SUMMED)}:
         row[key] = round(sum(float(it.record.get(key) or 0.0) for it in pending), 5)
     for key in {k for it in pending for k in it.learned}:
-        values = [it.learned[key] for it in pending if key in it.learned and math.isfinite(it.learned[key])]
-        if values:
-            row[key] = sum(values) / len(values)
+        values = [v for it in pending if _finite_number(v := it.learned.get(key))]
+        row[key] = sum(values) / len(values) if values else None  # None: a NaN loss in every iteration
     return row
 
 

@@ -75,6 +75,18 @@ def test_short_iterations_share_rows_with_summed_times_and_averaged_losses(tmp_p
     assert per_iteration(rows[3:], "time_update") == pytest.approx(0.005)
 
 
+def test_a_nan_loss_is_left_out_of_its_rows_mean_and_an_all_nan_one_is_null(tmp_path: Path) -> None:
+    log = MetricsLog(tmp_path / "metrics.jsonl", 64, 1)
+    losses = [1.0, None, 3.0, None, None]  # the session writes NaN as null (JSON has no NaN)
+    for i, loss in enumerate(losses, start=1):
+        learned = {"loss": loss, "q": None}
+        log.add(_record(i, 1, learned), 0.01, learned, end_row=False)
+    log.close()
+    rows = read_metrics(tmp_path)
+    assert [(r["iteration"], r["iterations"]) for r in rows] == [(1, 1), (5, 4)]
+    assert rows[1]["loss"] == 3.0 and rows[1]["q"] is None
+
+
 def test_close_writes_the_iterations_not_yet_written(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     log = MetricsLog(path, 64, 1)
