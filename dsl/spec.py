@@ -261,7 +261,7 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Log:
-    """TensorBoard events every ``every`` iterations (metrics.jsonl gets a row every iteration;
+    """TensorBoard events every ``every`` metrics rows (metrics.jsonl gets a row every iteration;
     iterations of fewer than 64 env steps share one: rlgen.runtime.metricslog)."""
 
     every: int = 10

@@ -63,17 +63,20 @@ class MetricsLog:
         self._first = True  # the launch's first iteration is still to come
         self._learned = False  # an iteration of this launch has learned
 
-    def add(self, record: Mapping[str, Any], seconds: float, learned: Mapping[str, float], end_row: bool) -> None:
+    def add(
+        self, record: Mapping[str, Any], seconds: float, learned: Mapping[str, float], end_row: bool
+    ) -> dict[str, Any] | None:
         """One iteration's ``record``: it took ``seconds``, and ``learned`` are its learner
         metrics (also in ``record``; empty if it did not learn). Written now if its row is full
-        or ``end_row``."""
+        or ``end_row``; returns the row that ends with it, if one does."""
         alone = self._first or (bool(learned) and not self._learned)
         self._first, self._learned = False, self._learned or bool(learned)
         if alone and self._pending:
             self._write()
         self._pending.append(_Iteration(dict(record), float(seconds), dict(learned)))
         if alone or end_row or len(self._pending) >= self.every:
-            self._write()
+            return self._write()
+        return None
 
     def close(self) -> None:
         """Write the iterations not yet written, then close the file."""
@@ -84,12 +87,13 @@ class MetricsLog:
         self._file.close()
         self._file = None
 
-    def _write(self) -> None:
+    def _write(self) -> dict[str, Any]:
         assert self._file is not None
         row = _row(self._pending, self._steps)
         self._pending = []
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
+        return row
 
 
 def _finite_number(value: Any) -> bool:

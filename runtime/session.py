@@ -159,6 +159,7 @@ class Session:
         self._writer = None
         self._summary_writers: dict[tuple[str, ...], Any] = {}  # compiled writers, per set of keys
         self._metrics: MetricsLog | None = None  # rank 0's metrics.jsonl
+        self._rows_since_tensorboard = 0
         self._elapsed_before = 0.0
         self._started = self._iter_started = time.perf_counter()
         self._last_checkpoint_steps = 0
@@ -396,7 +397,12 @@ class Session:
         record.update(evaluated)
         # a row ends where a reader must see its iteration: an evaluation, a checkpoint, the end
         end_row = bool(evaluated) or checkpoint_due or bool(self.stop_reason) or self.iteration >= self._final_iteration
-        self._metrics.add(_finite(record), iter_time, _finite(learned), end_row)
+        row = self._metrics.add(_finite(record), iter_time, _finite(learned), end_row)
+        if row is not None:  # TensorBoard gets every log_every-th row (a row: an iteration, or a few short ones)
+            self._rows_since_tensorboard += 1
+            if self._writer is not None and (self._rows_since_tensorboard >= self.config.log_every or self.stop_reason):
+                self._rows_since_tensorboard = 0
+                self._tensorboard(row)
         if self._profile is not None and not self.stop_reason:
             self._profiled.append(record)
             if len(self._profiled) >= self._profile[0]:
@@ -405,8 +411,6 @@ class Session:
                     if verdict and not self._interrupted:
                         self.stop_reason = "switch"
                     self._profile = None
-        if self._writer is not None and (self.iteration % self.config.log_every == 0 or self.stop_reason):
-            self._tensorboard(record)
         if checkpoint_due:
             self.checkpoint()
         self.progress.update(record, final=False)
@@ -436,7 +440,7 @@ class Session:
         keys = tuple(
             k
             for k, v in record.items()
-            if k not in ("iteration", "env_steps") and isinstance(v, int | float) and math.isfinite(v)
+            if k not in ("iteration", "iterations", "env_steps") and isinstance(v, int | float) and math.isfinite(v)
         )
         if keys not in self._summary_writers:
 

@@ -72,6 +72,22 @@ def test_one_step_iterations_share_rows_that_end_at_checkpoints_and_resume_in_st
     assert sum(r["iterations"] for r in rows) == 280
 
 
+def test_tensorboard_gets_every_log_every_th_row_with_the_rows_values(tmp_path):
+    config = RunConfig(name="t", total_steps=10_000, steps_per_iteration=1, checkpoint_every=0, log_every=2)
+    _train(tmp_path, 300, config=config)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iterations"] for r in rows] == [1, 64, 64, 64, 64, 43]  # the last ends the run
+    written = {}
+    for path in (tmp_path / "tensorboard").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == "mean_return":
+                    written[event.step] = float(tf.make_ndarray(value.tensor))
+    # rows 2 and 4 (every second one), and the last (the run ends there), at their env steps
+    assert sorted(written) == [rows[1]["env_steps"], rows[3]["env_steps"], rows[5]["env_steps"]]
+    assert written[rows[3]["env_steps"]] == pytest.approx(rows[3]["mean_return"])
+
+
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
     _train(tmp_path, 3)
     newest = tmp_path / "checkpoints" / "ckpt-300.index"
