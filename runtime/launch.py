@@ -241,16 +241,19 @@ class _Job:
         self.cause: str | None = None
         self.failed_at: float | None = None
         self.secondary: tuple[str, float] | None = None  # a consequence, waiting for its cause
-        self.interrupts = 0
+        self.interrupts = 0  # Ctrl-Cs acted on
+        self.signals = 0  # Ctrl-Cs received (on_sigint): acted on between polls, never mid-step
 
     def watch(self) -> int:
         started = time.monotonic()
         while True:
             try:
                 events = self.board.poll(0.2)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # watched without on_sigint installed
+                self.signals += 1
+                events = []
+            while self.interrupts < self.signals:
                 self._interrupt()
-                continue
             for event in events:
                 self._handle(event)
             code = self.proc.poll()
@@ -271,6 +274,12 @@ class _Job:
             if len(self.board.ranks) < self.info.workers and time.monotonic() - started > START_TIMEOUT:
                 self.cause = self.cause or f"only {len(self.board.ranks)} of {self.info.workers} ranks started"
                 return self._terminate()
+
+    def on_sigint(self, signum: int, frame: object) -> None:
+        """SIGINT's handler while watching: counted here, acted on by :meth:`watch` between polls.
+        Raising KeyboardInterrupt instead could land anywhere in the loop (handling an event,
+        reading the last ones): the launcher left before the ranks' clean stop, with status 130."""
+        self.signals += 1
 
     def _handle(self, event) -> None:
         where = self._where(event.rank)
@@ -391,7 +400,7 @@ def run_distributed(
     job = _Job(info, cmd, run_dir, quiet, cluster, bind)
     # Ctrl-C (SIGINT) stops the run cleanly even where it started with SIGINT ignored (a
     # background job of a non-interactive shell), as under `single`, whose session installs its own
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, job.on_sigint)
     try:
         code = job.watch()
     finally:
