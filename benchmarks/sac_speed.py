@@ -59,6 +59,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from rlgen.runtime.metricslog import per_iteration
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("inference", "env", "buffer", "update", "comm", "loop", "other")  # the time_* of a metrics row
 
@@ -198,7 +200,7 @@ def read_metrics(run_dir: Path, train_freq: int, gradient_steps: int) -> dict[st
     steady = rows[first + 1 :]
     span = end["time"] - mark["time"]
     n = sum(r.get("iterations", 1) for r in steady)  # a row may cover several short iterations
-    per_iter = {p: 1000 * sum(r.get(f"time_{p}", 0.0) for r in steady) / n for p in PARTS}
+    per_iter = {p: 1000 * per_iteration(steady, f"time_{p}") for p in PARTS}
     whole = 1000 * span / n
     before = rows[first - 1]["time"] if first else 0.0
     return {

@@ -247,11 +247,7 @@ class _Job:
     def watch(self) -> int:
         started = time.monotonic()
         while True:
-            try:
-                events = self.board.poll(0.2)
-            except KeyboardInterrupt:  # watched without on_sigint installed
-                self.signals += 1
-                events = []
+            events = self.board.poll(0.2)  # a Ctrl-C meanwhile is counted by on_sigint
             while self.interrupts < self.signals:
                 self._interrupt()
             for event in events:

@@ -91,9 +91,20 @@ class MetricsLog:
         assert self._file is not None
         row = _row(self._pending, self._steps)
         self._pending = []
-        self._file.write(json.dumps(row) + "\n")
+        self._file.write(json.dumps(finite(row)) + "\n")  # sanitised once per row, not per iteration
         self._file.flush()
         return row
+
+
+def finite(value: Any) -> Any:
+    """JSON without NaN/Infinity (they become null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def _finite_number(value: Any) -> bool:
@@ -118,7 +129,7 @@ def _row(pending: list[_Iteration], steps_per_iteration: int) -> dict[str, Any]:
         row[key] = round(sum(float(it.record.get(key) or 0.0) for it in pending), 5)
     for key in {k for it in pending for k in it.learned}:
         values = [v for it in pending if _finite_number(v := it.learned.get(key))]
-        row[key] = sum(values) / len(values) if values else None  # None: a NaN loss in every iteration
+        row[key] = sum(values) / len(values) if values else None  # None: a NaN (or null) loss in every iteration
     return row
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .control import LocalControl
 from .export import export_policy
-from .metricslog import MetricsLog, drop_rows_after, iterations_per_row
+from .metricslog import MetricsLog, drop_rows_after, finite, iterations_per_row
 from .progress import Progress
 
 # loop: a whole iteration compiled into one call (single policy, in-graph env); other: logs, checkpoints, eval
@@ -397,7 +397,7 @@ class Session:
         record.update(evaluated)
         # a row ends where a reader must see its iteration: an evaluation, a checkpoint, the end
         end_row = bool(evaluated) or checkpoint_due or bool(self.stop_reason) or self.iteration >= self._final_iteration
-        row = self._metrics.add(_finite(record), iter_time, _finite(learned), end_row)
+        row = self._metrics.add(record, iter_time, learned, end_row)
         if row is not None:  # TensorBoard gets every log_every-th row (a row: an iteration, or a few short ones)
             self._rows_since_tensorboard += 1
             if self._writer is not None and (self._rows_since_tensorboard >= self.config.log_every or self.stop_reason):
@@ -705,7 +705,7 @@ class Session:
         doc = json.loads(path.read_text()) if path.exists() else {}
         doc.update({"name": self.config.name, "status": status, "workers": self.size, **(extra or {})})
         doc.setdefault("config", asdict(self.config))
-        _write_atomic(path, json.dumps(_finite(doc), indent=2, default=str) + "\n")
+        _write_atomic(path, json.dumps(finite(doc), indent=2, default=str) + "\n")
 
 
 def _read_state(checkpoint: Path) -> dict[str, Any] | None:
@@ -717,17 +717,6 @@ def _read_state(checkpoint: Path) -> dict[str, Any] | None:
     if not isinstance(state, dict) or not isinstance(state.get("iteration"), int):
         return None
     return state
-
-
-def _finite(value: Any) -> Any:
-    """JSON without NaN/Infinity (they become null)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def intra_op_threads(run: RunConfig, role: str, cores: int, local_ranks: int) -> int:
