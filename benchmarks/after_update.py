@@ -1,7 +1,7 @@
 """What a SAC gradient step costs the small calls that follow it: the env step and the actor call.
 
     nice -n 5 .venv/bin/python benchmarks/after_update.py [--env HalfCheetah-v5] [--calls 300]
-        [--threads INTER INTRA]
+        [--threads INTER INTRA] [--per-call 1,2,4,8] [--rounds 5]
 
 At the RL Zoo's one gradient step per env step (``benchmarks/sac_speed.py --settings 1``),
 rlgen's time per env step outside the update (acting, stepping, storing, bookkeeping) is
@@ -14,14 +14,25 @@ cost that a pause does not remove is not the update's threads still running (the
 done) but state the update evicted (caches, TLBs, branch predictors) being fetched again.
 
 Stable-Baselines3 pays the same kind of cost (its collection after each ``train()`` call;
-``sac_speed.py`` prints both sides). Figures vary with the machine's load: compare within one
-run.
+``sac_speed.py`` prints both sides).
+
+Last, what a call costs beyond its gradient steps: the time per call and per gradient step
+when ``K`` steps share one compiled call (``--per-call``; the K minibatches are copies of one,
+since dense arithmetic does not depend on the values), the sizes taken in turn for
+``--rounds`` rounds, medians over rounds. ``later steps`` is the slope between the smallest
+and the largest K; ``first step`` is the one-step call; their difference is what each call
+pays once (launching the program, its buffers and variables, waking the intra-op threads,
+warming the caches). One env step per gradient step (the Zoo's ``train_freq 1``) pays it at
+every step: the next action needs the updated weights, so those calls cannot be merged.
+
+Figures vary with the machine's load: compare within one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections.abc import Callable
 
@@ -42,12 +53,22 @@ def mean_ms(call: Callable[[], object], calls: int, before: Callable[[], object]
     return 1e3 * total / calls
 
 
+def per_call_ms(call: Callable[[], object], calls: int) -> tuple[float, float]:
+    """Mean wall time and process CPU time of ``call``, in ms per call."""
+    started, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call()
+    return 1e3 * (time.perf_counter() - started) / calls, 1e3 * (time.process_time() - cpu) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="HalfCheetah-v5")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--pause", type=float, default=2.0, help="ms between the gradient step and the call")
     parser.add_argument("--threads", type=int, nargs=2, default=(1, 2), metavar=("INTER", "INTRA"))
+    parser.add_argument("--per-call", default="1,2,4,8", help="gradient steps per call to compare (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds over the --per-call sizes (medians)")
     args = parser.parse_args()
     configure_threads(*args.threads)
 
@@ -109,6 +130,24 @@ def main() -> None:
         after = mean_ms(call, args.calls, update)
         paused = mean_ms(call, args.calls, update_and_pause)
         print(f"  {name:<25}{alone:9.3f} ms {after:15.3f} ms {paused:21.3f} ms")
+
+    sizes = sorted({int(k) for k in args.per_call.split(",")})
+    stacks = {k: tuple(np.repeat(x, k, axis=0) for x in batch) for k in sizes}
+    for k in sizes:  # each K is its own compiled program
+        learner.update(stacks[k])
+    runs: dict[int, list[tuple[float, float]]] = {k: [] for k in sizes}
+    for _ in range(args.rounds):
+        for k in sizes:
+            runs[k].append(per_call_ms(lambda k=k: learner.update(stacks[k]), max(2, args.calls // (args.rounds * k))))
+    wall = {k: statistics.median(w for w, _ in runs[k]) for k in sizes}
+    print("  gradient steps per call    per call   per gradient step   CPU per gradient step")
+    for k in sizes:
+        cpu = statistics.median(c for _, c in runs[k])
+        print(f"  {k:<25}{wall[k]:9.3f} ms {wall[k] / k:13.3f} ms {cpu / k:19.3f} ms")
+    if len(sizes) > 1 and sizes[0] == 1:
+        later = (wall[sizes[-1]] - wall[1]) / (sizes[-1] - 1)
+        once = wall[1] - later
+        print(f"  first step of a call {wall[1]:.3f} ms, later steps {later:.3f} ms: each call pays {once:.3f} ms")
 
 
 if __name__ == "__main__":
