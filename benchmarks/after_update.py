@@ -25,6 +25,13 @@ pays once (launching the program, its buffers and variables, waking the intra-op
 warming the caches). One env step per gradient step (the Zoo's ``train_freq 1``) pays it at
 every step: the next action needs the updated weights, so those calls cannot be merged.
 
+Then where that cost sits: one gradient step and one env step at a time, in turn, driven two
+ways. ``eager``: the generated loop's way, a compiled call from Python per gradient step and
+the env stepped in Python. ``graph loop``: one call of a graph ``tf.while_loop`` (no XLA at
+its level) whose body launches the same compiled update and then steps the env through
+``tf.numpy_function``, ``--graph-steps`` iterations per call. Both do the same work in the
+same order; a difference is the cost of coming back to eager Python for every gradient step.
+
 Figures vary with the machine's load: compare within one run.
 """
 
@@ -35,6 +42,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -69,6 +77,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs=2, default=(1, 2), metavar=("INTER", "INTRA"))
     parser.add_argument("--per-call", default="1,2,4,8", help="gradient steps per call to compare (comma-separated)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds over the --per-call sizes (medians)")
+    parser.add_argument("--graph-steps", type=int, default=20, help="iterations per call of the graph loop")
     args = parser.parse_args()
     configure_threads(*args.threads)
 
@@ -148,6 +157,48 @@ def main() -> None:
         later = (wall[sizes[-1]] - wall[1]) / (sizes[-1] - 1)
         once = wall[1] - later
         print(f"  first step of a call {wall[1]:.3f} ms, later steps {later:.3f} ms: each call pays {once:.3f} ms")
+
+    graph_loop_vs_eager(learner, batch, step_env, args.graph_steps, args.rounds)
+
+
+def graph_loop_vs_eager(learner: Any, batch: tuple[Any, ...], step_env: Callable[[], object], steps: int, rounds: int):
+    """Print the time per (gradient step + env step) driven from Python and from a graph loop."""
+    import numpy as np
+    import tensorflow as tf
+
+    tensors = [tf.constant(x) for x in batch]
+    progress = tf.constant(0.0)
+
+    def host_env_step() -> np.ndarray:
+        step_env()
+        return np.zeros((), np.float32)
+
+    def loop(n: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor) -> tuple[tf.Tensor]:
+            metrics = learner.update_fn(*tensors, progress)
+            with tf.control_dependencies([metrics]):
+                done = tf.numpy_function(host_env_step, [], tf.float32, stateful=True)
+            with tf.control_dependencies([done]):
+                return (i + 1,)
+
+        return tf.while_loop(lambda i: i < n, body, (tf.constant(0),))[0]
+
+    graph = tf.function(loop, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
+    count = tf.constant(steps)
+    graph(tf.constant(1))  # traced
+
+    def eager() -> None:
+        for _ in range(steps):
+            learner.update_fn(*tensors, progress).numpy()
+            step_env()
+
+    times: dict[str, list[float]] = {"eager": [], "graph loop": []}
+    for _ in range(rounds):
+        times["eager"].append(per_call_ms(eager, 1)[0] / steps)
+        times["graph loop"].append(per_call_ms(lambda: graph(count).numpy(), 1)[0] / steps)
+    print(f"  one gradient step + one env step, {steps} per call of the graph loop (medians of {rounds}):")
+    for name, values in times.items():
+        print(f"  {name:<25}{statistics.median(values):9.3f} ms")
 
 
 if __name__ == "__main__":
