@@ -49,24 +49,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from rlgen.runtime.tfutil import configure_threads  # noqa: E402
 
 
-def mean_ms(call: Callable[[], object], calls: int, before: Callable[[], object] | None = None) -> float:
-    """Mean time of ``call`` over ``calls`` calls, ``before`` (untimed) ahead of each."""
-    total = 0.0
+def mean_ms(call: Callable[[], object], calls: int, before: Callable[[], object] | None = None) -> tuple[float, float]:
+    """Mean wall time and process CPU time of ``call`` over ``calls`` calls, in ms, ``before``
+    (untimed) ahead of each."""
+    wall = cpu = 0.0
     for _ in range(calls):
         if before is not None:
             before()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         call()
-        total += time.perf_counter() - started
-    return 1e3 * total / calls
-
-
-def per_call_ms(call: Callable[[], object], calls: int) -> tuple[float, float]:
-    """Mean wall time and process CPU time of ``call``, in ms per call."""
-    started, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        call()
-    return 1e3 * (time.perf_counter() - started) / calls, 1e3 * (time.process_time() - cpu) / calls
+        wall += time.perf_counter() - started
+        cpu += time.process_time() - cpu_started
+    return 1e3 * wall / calls, 1e3 * cpu / calls
 
 
 def main() -> None:
@@ -132,22 +126,29 @@ def main() -> None:
         step_env()
     inter, intra = args.threads
     print(f"{args.env}, SAC shapes (batch 256, [256, 256]), threads: {inter} inter-op, {intra} intra-op")
-    print(f"  gradient step              {mean_ms(update, args.calls):7.3f} ms")
+    print(f"  gradient step              {mean_ms(update, args.calls)[0]:7.3f} ms")
     print("                             back to back   after a gradient step   after one and a pause")
     for name, call in (("env step", step_env), ("actor call", act)):
-        alone = mean_ms(call, args.calls)
-        after = mean_ms(call, args.calls, update)
-        paused = mean_ms(call, args.calls, update_and_pause)
+        alone = mean_ms(call, args.calls)[0]
+        after = mean_ms(call, args.calls, update)[0]
+        paused = mean_ms(call, args.calls, update_and_pause)[0]
         print(f"  {name:<25}{alone:9.3f} ms {after:15.3f} ms {paused:21.3f} ms")
 
-    sizes = sorted({int(k) for k in args.per_call.split(",")})
+    steps_per_call(learner, batch, sorted({int(k) for k in args.per_call.split(",")}), args.calls, args.rounds)
+    graph_loop_vs_eager(learner, batch, step_env, args.graph_steps, args.rounds)
+
+
+def steps_per_call(learner: Any, batch: tuple[Any, ...], sizes: list[int], calls: int, rounds: int) -> None:
+    """Print the time per call and per gradient step when K gradient steps share one call."""
+    import numpy as np
+
     stacks = {k: tuple(np.repeat(x, k, axis=0) for x in batch) for k in sizes}
     for k in sizes:  # each K is its own compiled program
         learner.update(stacks[k])
     runs: dict[int, list[tuple[float, float]]] = {k: [] for k in sizes}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for k in sizes:
-            runs[k].append(per_call_ms(lambda k=k: learner.update(stacks[k]), max(2, args.calls // (args.rounds * k))))
+            runs[k].append(mean_ms(lambda k=k: learner.update(stacks[k]), max(2, calls // (rounds * k))))
     wall = {k: statistics.median(w for w, _ in runs[k]) for k in sizes}
     print("  gradient steps per call    per call   per gradient step   CPU per gradient step")
     for k in sizes:
@@ -158,10 +159,10 @@ def main() -> None:
         once = wall[1] - later
         print(f"  first step of a call {wall[1]:.3f} ms, later steps {later:.3f} ms: each call pays {once:.3f} ms")
 
-    graph_loop_vs_eager(learner, batch, step_env, args.graph_steps, args.rounds)
 
-
-def graph_loop_vs_eager(learner: Any, batch: tuple[Any, ...], step_env: Callable[[], object], steps: int, rounds: int):
+def graph_loop_vs_eager(
+    learner: Any, batch: tuple[Any, ...], step_env: Callable[[], object], steps: int, rounds: int
+) -> None:
     """Print the time per (gradient step + env step) driven from Python and from a graph loop."""
     import numpy as np
     import tensorflow as tf
@@ -194,8 +195,8 @@ def graph_loop_vs_eager(learner: Any, batch: tuple[Any, ...], step_env: Callable
 
     times: dict[str, list[float]] = {"eager": [], "graph loop": []}
     for _ in range(rounds):
-        times["eager"].append(per_call_ms(eager, 1)[0] / steps)
-        times["graph loop"].append(per_call_ms(lambda: graph(count).numpy(), 1)[0] / steps)
+        times["eager"].append(mean_ms(eager, 1)[0] / steps)
+        times["graph loop"].append(mean_ms(lambda: graph(count).numpy(), 1)[0] / steps)
     print(f"  one gradient step + one env step, {steps} per call of the graph loop (medians of {rounds}):")
     for name, values in times.items():
         print(f"  {name:<25}{statistics.median(values):9.3f} ms")
