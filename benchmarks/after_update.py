@@ -27,14 +27,14 @@ every step: the next action needs the updated weights, so those calls cannot be 
 
 Then where that cost sits: one gradient step and one env step at a time, in turn, driven
 three ways. ``eager``: the update's ``tf.function`` called from Python with tensors, the env
-stepped in Python. ``generated``: what a generated loop does, the update as a step with an
-input signature (as ``@compiled`` declares it) called through ``numpy_caller``'s fast path
-with the NumPy minibatch. ``graph loop``: one call of a graph ``tf.while_loop`` (no XLA at
+stepped in Python. ``generated``: what a generated loop does, the update as the
+``BoundStep`` that ``@compiled`` makes of it, called with the NumPy minibatch (through
+``numpy_caller``'s fast path). ``graph loop``: one call of a graph ``tf.while_loop`` (no XLA at
 its level) whose body launches the same compiled update and then steps the env through
 ``tf.numpy_function``, ``--graph-steps`` iterations per call. All do the same work in the
 same order; a difference is the cost of coming back to Python for every gradient step. The
 graph loop beats ``eager`` by much more than it beats ``generated`` (one run: 11.80, 10.05
-and 9.53 ms a pair); built into the generated code, it did not pay (see the README).
+and 9.53 ms a pair); built into the generated code, it did not pay (docs/sac-speed.md).
 
 Figures vary with the machine's load: compare within one run.
 """
@@ -171,12 +171,13 @@ def graph_loop_vs_eager(
     import numpy as np
     import tensorflow as tf
 
-    from rlgen.runtime.tfutil import numpy_caller
+    from rlgen.runtime.steps import BoundStep
 
     tensors = [tf.constant(x) for x in batch]
     progress = tf.constant(0.0)
     signature = [tf.TensorSpec(x.shape, tf.float32) for x in batch] + [tf.TensorSpec([], tf.float32)]
-    fast = numpy_caller(tf.function(learner.update_fn, input_signature=signature, autograph=False))
+    # the update as a generated fragment holds it (rlgen.runtime.steps: what @compiled makes)
+    fast = BoundStep(tf.function(learner.update_fn, input_signature=signature, autograph=False), True)
 
     def host_env_step() -> np.ndarray:
         step_env()
