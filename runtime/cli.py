@@ -301,16 +301,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     video = Path(args.video) if args.video else None
     if video is not None:
         _need_video_writer()
-    import os
+    from rlgen.runtime.evaluate import VideoError
+    from rlgen.runtime.tfimport import native_stderr_aside
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    from rlgen.runtime.evaluate import PolicyEvaluation, VideoError, video_paths
-
-    policy = tf.saved_model.load(str(run_dir / name))
+    # TensorFlow's native log lines (the XLA cache's notices, say) stay off the terminal
     try:
-        returns = PolicyEvaluation(policy.act, doc["config"]["env"], args.episodes, args.seed)(video, name)
+        with native_stderr_aside(None, replay_on_error=False):
+            returns = _evaluate(run_dir / name, doc["config"]["env"], args.episodes, args.seed, video, name)
     except (ImportError, VideoError) as exc:  # a custom env factory not importable from here; no frames to record
         print(f"rlgen eval: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -322,6 +319,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "max": float(returns.max()),
     }
     if video is not None:
+        from rlgen.runtime.evaluate import video_paths
+
         out["videos"] = [str(p) for p in video_paths(video, name, len(returns)) if p.is_file()]
     if args.json:
         print(json.dumps(out))
@@ -333,6 +332,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if video is not None:
             print(f"{len(out['videos'])} videos in {video}/ ({name}-episode-K.mp4: episode K of the returns)")
     return EXIT_OK
+
+
+def _evaluate(policy_dir: Path, env: dict, episodes: int, seed: int, video: Path | None, name: str):
+    """The returns of ``episodes`` episodes of the exported policy in ``policy_dir``."""
+    import tensorflow as tf
+
+    from rlgen.runtime.evaluate import PolicyEvaluation
+
+    policy = tf.saved_model.load(str(policy_dir))
+    return PolicyEvaluation(policy.act, env, episodes, seed)(video, name)
 
 
 def _need_video_writer() -> None:

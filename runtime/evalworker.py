@@ -279,13 +279,8 @@ def main(build: Callable[[], Any] | None = None) -> None:
     config = json.loads(first)
     with contextlib.suppress(OSError):
         os.nice(int(config.get("nice", 0)))
-    if "log" in config:  # the run's eval.log takes stderr, and anything else printed
-        log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(log, 2)
-        os.close(log)
-    os.dup2(2, 1)  # anything printed goes to the log, not into the replies
+    _own_output(config.get("log"))
     os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from rlgen.runtime.session import configure_tensorflow
 
     configure_tensorflow()
@@ -312,6 +307,23 @@ def main(build: Callable[[], Any] | None = None) -> None:
     replies.flush()
     sys.stderr.flush()
     os._exit(0)  # everything is written: skip TensorFlow's teardown (0.6 s the run would wait for)
+
+
+def _own_output(log: str | None) -> None:
+    """The run's ``eval.log`` takes what this process says (its errors, Python's warnings);
+    TensorFlow's native lines and anything else printed go with the run's other native lines
+    (``$RLGEN_TF_LOG``, else nowhere; into ``eval.log`` too under ``RLGEN_DEBUG=1``). Nothing
+    printed can reach the replies, which have their own descriptor."""
+    from rlgen.runtime.tfimport import TF_LOG_ENV, verbose
+
+    if log is not None:
+        mine = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sys.stderr = os.fdopen(mine, "w", buffering=1)
+    native = None if verbose() or log is None else os.environ.get(TF_LOG_ENV) or os.devnull
+    fd = os.open(native, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if native else os.dup(sys.stderr.fileno())
+    os.dup2(fd, 2)
+    os.dup2(fd, 1)
+    os.close(fd)
 
 
 def _policy_copy(

@@ -34,19 +34,34 @@ oldest while a directory holds more than :data:`XLA_CACHE_BYTES`.
 ``RLGEN_XLA_CACHE=0`` turns the cache off; a ``TF_XLA_FLAGS`` that already names a cache
 directory is left as it is.
 
-Both are installed by ``rlgen.runtime``'s ``__init__``, which every generated rank imports
-before TensorFlow. ``RLGEN_TF_KERAS=1`` leaves the Keras and matplotlib imports alone.
+**TensorFlow's native log lines at import stay off the user's terminal.** On some CPUs
+(AVX-512 ones among them) TensorFlow's libraries write an absl warning ("All log messages
+before absl::InitializeLog() is called are written to STDERR") and a oneDNN notice to file
+descriptor 2 while ``import tensorflow`` runs, once per library that carries its own absl:
+``TF_CPP_MIN_LOG_LEVEL`` filters neither. So the import runs with descriptor 2 pointed at a
+temporary file (:class:`_Quiet`); afterwards what was written goes to ``$RLGEN_TF_LOG`` (the
+run's ``ranks/launch.log``, where the launcher names one) or nowhere, and to the terminal as
+it was if the import failed (it is the reason). ``RLGEN_DEBUG=1`` or ``RLGEN_TF_VERBOSE=1``
+(``rlgen run --verbose``) leave descriptor 2 alone. ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2
+here too, for what TensorFlow logs later, for every process rlgen starts.
+
+All of this is installed by ``rlgen.runtime``'s ``__init__``, which every generated rank and
+every command that runs TensorFlow imports before TensorFlow. ``RLGEN_TF_KERAS=1`` leaves the
+Keras and matplotlib imports alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
 import json
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .machine import cache_dir, cpu, tensorflow_version
@@ -74,10 +89,68 @@ class _Declined(importlib.abc.Loader):
         raise ImportError(f"{self.name} is not imported while {self.during} initialises (RLGEN_TF_KERAS=1 allows it)")
 
 
+#: Where the native lines TensorFlow's import writes go (a file, appended to); unset: nowhere.
+TF_LOG_ENV = "RLGEN_TF_LOG"
+
+
+def verbose() -> bool:
+    """TensorFlow's native lines are shown where they are written (``RLGEN_DEBUG``, ``rlgen run --verbose``)."""
+    return bool(os.environ.get("RLGEN_DEBUG")) or os.environ.get("RLGEN_TF_VERBOSE") == "1"
+
+
+class _Quiet(importlib.abc.Loader):
+    """``tensorflow``'s own loader, run with file descriptor 2 pointed at a temporary file (see
+    the module docstring); every other attribute is the real loader's."""
+
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - the real loader's resource readers and the like
+        return getattr(self.real, name)
+
+    def create_module(self, spec):  # noqa: ANN001, ANN201 (loader protocol)
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):  # noqa: ANN001, ANN201 (loader protocol)
+        with native_stderr_aside(os.environ.get(TF_LOG_ENV)):
+            self.real.exec_module(module)
+
+
+@contextlib.contextmanager
+def native_stderr_aside(log: str | None, replay_on_error: bool = True) -> Iterator[None]:
+    """Run the body with file descriptor 2 pointed at a temporary file; then append what was
+    written to ``log`` (or drop it), or, if the body raised and ``replay_on_error``, write it to
+    descriptor 2 as it was. Under ``RLGEN_DEBUG=1`` or ``RLGEN_TF_VERBOSE=1``, just the body."""
+    if verbose():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as aside:
+        os.dup2(aside.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            with contextlib.suppress(ValueError, OSError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            aside.seek(0)
+            text = aside.read()
+            if text and failed and replay_on_error:
+                os.write(2, text)
+            elif text and log:
+                with contextlib.suppress(OSError), open(log, "ab") as out:
+                    out.write(text)
+
+
 class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
-    """Sees every import first: sets XLA's cache up when ``tensorflow`` is about to load (so that
-    a process that never imports it, ``rlgen validate``, never pays for that), and declines
-    :data:`DECLINED_DURING` while their importers initialise."""
+    """Sees every import first: sets XLA's cache and TensorFlow's log level up when
+    ``tensorflow`` is about to load (so that a process that never imports it, ``rlgen
+    validate``, never pays for that) and runs that import with its native log lines aside, and
+    declines :data:`DECLINED_DURING` while their importers initialise."""
 
     def __init__(self, skip: bool) -> None:
         self.skip, self.prepared = skip, False
@@ -86,7 +159,13 @@ class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
         if fullname == "tensorflow" and not self.prepared:
             self.prepared = True
             _prepare_xla_cache()
-            return None
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            if verbose():
+                return None
+            real = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if real is not None and real.loader is not None:
+                real.loader = _Quiet(real.loader)
+            return real
         during = DECLINED_DURING.get(fullname) if self.skip else None
         if during is None:
             return None

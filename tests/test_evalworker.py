@@ -29,7 +29,6 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import numpy as np
     import tensorflow as tf
     from rlgen.runtime import evalworker

@@ -282,7 +282,7 @@ for case in json.loads(sys.argv[1]):
             del sys.modules[name]
 print(json.dumps(failed))
 """
-    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT.parent)}
+    env = {"PYTHONPATH": str(ROOT.parent)}
     r = subprocess.run(
         [sys.executable, "-c", code, json.dumps(dirs)], capture_output=True, text=True, timeout=300, env=env
     )

@@ -308,7 +308,7 @@ def test_sac_with_gsde_runs_and_exports(tmp_path: Path, policy: str, workers: in
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        env=dict(os.environ),
     )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -332,7 +332,7 @@ def test_ppo_with_gsde_learns_pendulum_and_runs_under_actors(tmp_path: Path) -> 
             capture_output=True,
             text=True,
             timeout=600,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            env=dict(os.environ),
         )
         rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         return r, rows

@@ -36,7 +36,7 @@ def spec(tmp_path: Path, total_steps: int = 100000, stop: float | None = 475, ch
 
 
 def rlgen(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_COLOR": "1"}
+    env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "rlgen", *map(str, args)],
         cwd=cwd,
@@ -183,7 +183,7 @@ def _rank_pid(rank: int) -> int:
 
 def test_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     run_dir = tmp_path / "run"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = dict(os.environ)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -226,7 +226,7 @@ def _launch(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--run-dir", str(run_dir), "--quiet", *args],
         cwd=tmp_path,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -432,7 +432,7 @@ def test_evaluation_in_its_own_process_gives_the_in_loop_results_in_fixed_rows(t
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env},
+            env={**os.environ, **env},
             timeout=300,
         )
         assert r.returncode == 0, r.stderr[-3000:]

@@ -23,7 +23,7 @@ print(json.dumps({"before": before, "flags": os.environ.get("TF_XLA_FLAGS"), "ke
 
 def probe(**env: str) -> dict:
     inherited = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "RLGEN_XLA_CACHE_SET")}
-    full = {**inherited, "TF_CPP_MIN_LOG_LEVEL": "3", **env}
+    full = {**inherited, **env}
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=full, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.splitlines()[-1])

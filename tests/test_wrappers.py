@@ -30,7 +30,7 @@ def wrapped_spec(tmp_path: Path, wrappers: str = STACKED, extra_env: str = "") -
 
 
 def rlgen(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "NO_COLOR": "1"}
+    env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "rlgen", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
