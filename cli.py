@@ -50,11 +50,11 @@ def _hosts(value: str) -> list[str]:
 
 
 def _hostfile(value: str) -> list[str]:
-    from rlgen.runtime.hosts import HostError, read_hostfile
+    from rlgen.dsl.hosts import HostfileError, read_hostfile
 
     try:
         return read_hostfile(value)
-    except HostError as exc:
+    except HostfileError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -17,18 +17,19 @@ from pathlib import Path
 
 from rlgen import __version__
 from rlgen.codegen import dot
+from rlgen.codegen.context import Context, CutError
 from rlgen.codegen.graph import GraphError, build_graph
 from rlgen.codegen.ir import FDG, to_data, to_json
 from rlgen.codegen.lower import lower
 from rlgen.codegen.names import check_names, package_name
-from rlgen.codegen.passes import Context, CutError, run_passes
+from rlgen.codegen.passes import run_passes
 from rlgen.codegen.plan import Meta, Plan
 from rlgen.codegen.policies import POLICIES
 from rlgen.codegen.render import RUFF_TOML, FormatterMissing, RenderError, format_tree, ident, render
 from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.validate import Result
-from rlgen.runtime.machine import version  # light: no TensorFlow, no numpy
+from rlgen.machine import version  # light: no TensorFlow, no numpy
 
 #: Marks a directory written by ``rlgen build``, so a rebuild may replace it (and nothing else);
 #: it holds the build's key and the digest of each file written (see :func:`cached`).

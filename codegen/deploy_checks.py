@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error, warning
+from rlgen.dsl.hosts import slots_of
 from rlgen.dsl.spec import Spec
 
 _DEPLOY = ("deploy",)

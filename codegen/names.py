@@ -19,9 +19,9 @@ import sys
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.codegen.context import fragment_name
 from rlgen.codegen.graph import ROLLOUT_FIELDS
 from rlgen.codegen.lower.fragments import class_name
-from rlgen.codegen.passes import fragment_name
 from rlgen.codegen.policies import POLICIES
 from rlgen.dsl.catalog import BUFFER_KINDS, METHODS, RESERVED_NAMES
 from rlgen.dsl.dataflow import Dataflow

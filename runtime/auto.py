@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlgen.codegen.passes import slots_of
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
+from rlgen.dsl.hosts import slots_of
+from rlgen.machine import local_cores
 
 from .history import History
-from .machine import local_cores
 from .session import CATEGORIES as PARTS  # the parts a run times
 
 #: The most calibration may cost, as a share of the run's expected length.

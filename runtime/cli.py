@@ -65,8 +65,8 @@ def _chooser(args: argparse.Namespace, result):
     """The auto policy's chooser for this spec: the candidates it validates under."""
     from rlgen.api import validate_file
     from rlgen.codegen.policies import POLICIES
+    from rlgen.machine import local_cores
     from rlgen.runtime.auto import Chooser, worker_counts
-    from rlgen.runtime.machine import local_cores
 
     spec, hosts = result.spec, list(result.spec.deploy.hosts)
     candidates = []
@@ -381,7 +381,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.spec), policies, args.workers, args.iterations, not_applicable=skip, extra=override_argv(args)
     )
     print(format_table(results))
-    from rlgen.runtime.machine import cache_dir
+    from rlgen.machine import cache_dir
 
     print(f"(speeds kept in {cache_dir() / 'auto'} for `rlgen run --policy auto` on this machine)")
     return EXIT_OK if all(r.ok or not r.applies for r in results) else EXIT_FAILED

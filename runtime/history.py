@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .machine import cache_dir, cpu, local_cores, tensorflow_version, version
+from rlgen.machine import cache_dir, cpu, local_cores, tensorflow_version, version
+
 from .session import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
 
 #: Measurements kept per policy and worker count (the median of them is used).

@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlgen.dsl.hosts import host_name, host_of_ranks, slots_of
+
 #: Seconds ssh may take to connect to a host (horovodrun's own check retries 5 × 10 s).
 SSH_CONNECT_TIMEOUT = 5
 #: Seconds one host's whole check may take (connect, start Python, import Horovod).
@@ -59,17 +61,13 @@ class Cluster:
     ssh_identity: str | None = None
 
     def names(self) -> list[str]:
-        return [h.rpartition(":")[0] or h for h in self.hosts]
+        return [host_name(h) for h in self.hosts]
 
     def rank_hosts(self, workers: int) -> list[str]:
         """Rank → host name, as the build's plan and horovodrun place them."""
-        from rlgen.codegen.passes import host_of_ranks
-
         return host_of_ranks(self.hosts, workers)
 
     def slots(self) -> int:
-        from rlgen.codegen.passes import slots_of
-
         return slots_of(self.hosts)
 
     def remote(self) -> list[str]:
@@ -117,34 +115,6 @@ def is_local(name: str) -> bool:
 def _own_names() -> tuple[str, str]:
     """This machine's hostname and fully qualified name (the latter may ask DNS: once)."""
     return socket.gethostname(), socket.getfqdn()
-
-
-def read_hostfile(path: str | Path) -> list[str]:
-    """``host:slots`` entries from a horovodrun hostfile: ``HOST slots=N`` per line (``slots``
-    defaults to 1), ``#`` comments and blank lines ignored."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise HostError(f"cannot read the hostfile {path}: {exc.strerror or exc}") from None
-    hosts = []
-    for number, line in enumerate(text.splitlines(), 1):
-        words = line.split("#", 1)[0].split()
-        if not words:
-            continue
-        slots = "1"
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key != "slots" or not value.isdigit() or int(value) < 1:
-                raise HostError(
-                    f"{path}:{number}: '{word}' is not 'slots=N' (N ≥ 1); "
-                    "a line is 'HOST slots=N', e.g. 'node1 slots=2'"
-                )
-            slots = value
-        hosts.append(f"{words[0]}:{slots}")
-    if not hosts:
-        raise HostError(f"{path}: no hosts (a line is 'HOST slots=N', e.g. 'node1 slots=2')")
-    return hosts
 
 
 # What each remote host runs (with the launcher's interpreter): one JSON line.

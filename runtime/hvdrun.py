@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .machine import cache_dir
+from rlgen.machine import cache_dir
 
 #: The probe: load the op library (TensorFlow's libraries found through LD_LIBRARY_PATH) and
 #: print what horovod_gloo_built() returns.

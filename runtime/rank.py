@@ -14,11 +14,12 @@ import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 
+from rlgen.machine import local_cores
+
 from . import evalworker, p2p
 from .channels import Mesh, Stopped, connect
 from .control import CONTROLS, LocalControl
 from .lifeline import Lifeline
-from .machine import local_cores
 from .progress import Progress, RemoteProgress
 from .session import RunConfig, Session, configure_tensorflow, default_run_dir, intra_op_threads
 

@@ -64,7 +64,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .machine import cache_dir, cpu, tensorflow_version
+from rlgen.machine import cache_dir, cpu, tensorflow_version
 
 #: Cached XLA programs not used (modified) for this many days are removed.
 XLA_CACHE_DAYS = 30

@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 
 from rlgen.api import validate_file
+from rlgen.codegen.context import Context
 from rlgen.codegen.graph import build_graph
 from rlgen.codegen.ir import FDG, Step, from_json, to_json
 from rlgen.codegen.passes import (
-    Context,
     can_fuse,
     check_invariants,
     cut_at_partitions,
     fuse_compute,
-    host_of_ranks,
     insert_transfers,
     place_fragments,
     run_passes,
 )
 from rlgen.codegen.policies import POLICIES
 from rlgen.dsl.envinfo import resolve_spaces
+from rlgen.dsl.hosts import host_of_ranks
 
 from conftest import ROOT
 

@@ -6,7 +6,7 @@ import pytest
 
 from rlgen.api import validate_text
 from rlgen.codegen.build import BuildError, build, fdg_of
-from rlgen.codegen.passes import network_heads
+from rlgen.codegen.weights import network_heads
 from rlgen.dsl.validate import validate_text as dsl_validate_text
 
 from conftest import ROOT

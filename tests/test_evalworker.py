@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from rlgen.runtime import evalworker
+
+from conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "builds"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rlgen.dsl.hosts import HostfileError, read_hostfile
 from rlgen.runtime import lifeline
-from rlgen.runtime.hosts import Cluster, HostError, is_local, preflight, read_hostfile
+from rlgen.runtime.hosts import Cluster, HostError, is_local, preflight
 
 from conftest import ROOT
 
@@ -33,7 +34,7 @@ def test_hostfile_lines_become_host_slots(tmp_path: Path) -> None:
 def test_a_bad_hostfile_names_the_line(tmp_path: Path, text: str, expected: str) -> None:
     f = tmp_path / "hosts"
     f.write_text(text)
-    with pytest.raises(HostError, match=expected.replace("(", r"\(")):
+    with pytest.raises(HostfileError, match=expected.replace("(", r"\(")):
         read_hostfile(f)
 
 

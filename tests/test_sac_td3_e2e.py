@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgen.runtime.machine import local_cores
+from rlgen.machine import local_cores
 from rlgen.runtime.plot import read_run
 
 from conftest import ROOT

@@ -14,12 +14,12 @@ Passes, in order, each writing typed fields once (templates derive nothing):
 
 from __future__ import annotations
 
+from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG
 from rlgen.codegen.lower.boundary import plan_groups
 from rlgen.codegen.lower.fragments import lower_fragment
 from rlgen.codegen.lower.schedule import lower_role, lower_run
 from rlgen.codegen.lower.threads import threaded_roles
-from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import Meta, Plan
 
 

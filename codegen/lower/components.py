@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment
-from rlgen.codegen.passes import Context, component_weights, network_heads
 from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
+from rlgen.codegen.weights import component_weights, network_heads
 from rlgen.dsl.catalog import COMPONENT_REFS
 from rlgen.dsl.spec import resolved
 

@@ -7,10 +7,10 @@ import math
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
 from rlgen.codegen.lower.boundary import Group, boundary
 from rlgen.codegen.lower.components import action_plan, components_of, gaussian, lower_components
-from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import (
     BoundaryPlan,
     CallPlan,

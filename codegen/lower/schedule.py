@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
-from rlgen.codegen.passes import Context
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizePlan, NormalizeRef, Op, RolePlan, RunPlan
 
 

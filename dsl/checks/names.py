@@ -13,8 +13,9 @@ from rlgen.dsl.catalog import (
     NETWORK_REFS,
     RESERVED_NAMES,
 )
-from rlgen.dsl.checks import Context, Finding, check, error, warning
+from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
+from rlgen.dsl.findings import Finding, error, warning
 
 
 @check

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.dsl.catalog import COMPONENT_REFS, LEARNER_KINDS
-from rlgen.dsl.checks import Context, Finding, check, error
+from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
+from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import Partition
 
 

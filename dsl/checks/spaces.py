@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
 from rlgen.dsl.catalog import TF_ENVS
-from rlgen.dsl.checks import Context, Finding, check, error
+from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import quote_list
+from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.wrappers import problem
 
 CONTINUOUS_DISTRIBUTIONS = ("gaussian", "squashed_gaussian", "deterministic")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.dsl.checks import Context, Finding, check, error, warning
+from rlgen.dsl.checks.registry import Context, check
+from rlgen.dsl.findings import Finding, error, warning
 
 
 def steps_per_iteration(ctx: Context) -> int:

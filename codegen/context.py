@@ -1,0 +1,43 @@
+"""What every pass of :mod:`rlgen.codegen.passes` and the lowering read besides the FDG, and the
+names both derive from it: the :class:`Context`, fragment names, the actors' lag."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rlgen.codegen.ir import FDG
+from rlgen.codegen.policies import DistributionPolicy
+from rlgen.dsl.catalog import EnvSpaces
+from rlgen.dsl.spec import Spec
+
+
+class CutError(ValueError):
+    """The policy cannot cut this spec's loop (message says which partition is missing)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the passes read besides the FDG: the spec, the env's spaces and the policy."""
+
+    spec: Spec
+    spaces: EnvSpaces
+    policy: DistributionPolicy
+    hosts: tuple[str, ...] = ()
+
+
+Pass = Callable[[FDG, Context], FDG]
+
+
+def fragment_name(role: str, kind: str) -> str:
+    """``agent`` / ``env`` for the single process, ``<role>`` / ``<role>_env`` otherwise."""
+    if role == "main":
+        return "agent" if kind == "compute" else "env"
+    if kind == "env":
+        return "env_worker" if role == "env" else f"{role}_env"
+    return role
+
+
+def lag_of(ctx: Context) -> int:
+    """How many updates old the weights an actor acts with may be (``deploy.lag``, else the policy's)."""
+    return ctx.spec.deploy.lag if ctx.spec.deploy.lag is not None else ctx.policy.lag

@@ -1,0 +1,61 @@
+"""The sizes of a spec's networks and the weights that cross a cut, derived from the spec and
+the env's spaces (the passes put them into transfers, the lowering into fragments)."""
+
+from __future__ import annotations
+
+import math
+
+from rlgen.codegen.context import Context
+from rlgen.codegen.ir import Tensor
+
+
+def network_size(ctx: Context, network: str, output_size: int) -> int | None:
+    """Number of parameters of an MLP network (None for a custom one: known only at run time)."""
+    net = ctx.spec.networks[network]
+    if net.kind != "mlp":
+        return None
+    sizes = [math.prod(ctx.spaces.observation.shape), *net.hidden, output_size]
+    return sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True))
+
+
+#: Output-layer init gain of each head kind (Stable-Baselines3: 0.01 policy, 1.0 value and Q heads).
+HEAD_GAIN = {"policy": 0.01, "value": 1.0, "qvalue": 1.0}
+
+
+def network_heads(ctx: Context, network: str) -> list[tuple[str, int, float]]:
+    """``(component, outputs, init gain)`` of each component reading ``network``, in spec
+    order: a network shared by a policy and a value has two heads on one torso."""
+    act = ctx.spaces.action
+    heads = []
+    for name in ctx.spec.readers(network):
+        comp = ctx.spec.components[name]
+        size = 1 if comp.kind == "value" else (act.n if act.kind == "discrete" else math.prod(act.shape))
+        if comp.get("distribution") == "squashed_gaussian" and comp.get("gsde") is None:
+            size *= 2  # means, then state-dependent log standard deviations (gSDE: means only)
+        heads.append((name, size, HEAD_GAIN[comp.kind]))
+    return heads
+
+
+def component_weights(ctx: Context, component: str) -> tuple[Tensor, ...]:
+    """The variables of a policy / value / qvalue component, one flat tensor per network."""
+    comp = ctx.spec.components[component]
+    act = ctx.spaces.action
+    out_size = sum(size for _, size, _ in network_heads(ctx, comp.get("network")))
+    parts = [Tensor(comp.get("network"), "float32", (network_size(ctx, comp.get("network"), out_size),))]
+    if comp.kind == "policy" and act.kind == "box" and comp.get("distribution") in ("auto", "gaussian"):
+        parts.append(Tensor(f"{component}_log_std", "float32", (math.prod(act.shape),)))
+    elif comp.kind == "policy" and comp.get("gsde") is not None:  # a [features, actions] matrix
+        net = ctx.spec.networks[comp.get("network")]
+        features = net.hidden[-1] if net.hidden else math.prod(ctx.spaces.observation.shape)
+        parts.append(Tensor(f"{component}_log_std", "float32", (features * math.prod(act.shape),)))
+    return tuple(parts)
+
+
+def weights_of(ctx: Context, components) -> tuple[Tensor, ...]:
+    seen: dict[str, Tensor] = {}
+    for name in components:
+        comp = ctx.spec.components[name]
+        if comp.kind in ("policy", "value", "qvalue"):
+            for t in component_weights(ctx, name):
+                seen.setdefault(t.name, t)
+    return tuple(seen.values())
