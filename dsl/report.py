@@ -8,6 +8,12 @@ from collections.abc import Callable, Sequence
 from rlgen.dsl.diagnostics import Diagnostic, Severity
 
 
+def shown(text: str) -> str:
+    """``text`` as a terminal may show it: every control character (ESC included) escaped, as
+    Python writes it (``\\x1b``), so that a file name or a value cannot drive the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _excerpt(d: Diagnostic, sources: dict[str, str]) -> list[str]:
     text = sources.get(d.file)
     if text is None or d.line <= 0:
@@ -38,7 +44,7 @@ def format_text(diagnostics: Sequence[Diagnostic], sources: dict[str, str], colo
     out: list[str] = []
     for d in diagnostics:
         sev_color = red if d.severity is Severity.ERROR else yellow
-        where = f"{d.file}:{d.line}:{d.column}" if d.line else d.file
+        where = f"{shown(d.file)}:{d.line}:{d.column}" if d.line else shown(d.file)
         out.append(f"{bold}{where}{reset}: {sev_color}{d.severity}[{d.code}]{reset}: {d.message}")
         out.extend("  " + line for line in _excerpt(d, sources))
         if d.path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any
@@ -134,6 +135,9 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         hint = sch.get("description", "")
         if isinstance(inst, str) and "number" in types:
             hint = "write numbers without quotes, e.g. 1.0e-3"
+            zoo = re.fullmatch(r"\s*lin_([0-9.eE+-]+)\s*", inst)
+            if zoo and "object" in types:  # the RL Zoo's linear schedule
+                hint = f"the RL Zoo's {inst.strip()} is written {{schedule: linear, start: {zoo.group(1)}, end: 0.0}}"
         yield error("E204", path, f"expected {expected}, got {_describe(inst)}", hint)
     elif v == "pattern" and _is_call_path(path) and isinstance(inst, str):
         try:
@@ -156,6 +160,13 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
             "names are lowercase letters, digits and '_', starting with a letter",
             key=True,
         )
+    elif v in ("maxLength", "minLength") and isinstance(inst, str):
+        how = "at most" if v == "maxLength" else "at least"
+        what = sch.get("description", "").split(".")[0]
+        message = f"{len(inst):,} characters here, {how} {err.validator_value:,} allowed" + (
+            f" ({what})" if what else ""
+        )
+        yield error("E205", path, message, "shorten it" if v == "maxLength" else _examples_hint(sch))
     elif v in ("pattern", "maxLength", "minLength", "format"):
         hint = _examples_hint(sch)
         if v == "pattern" and isinstance(inst, str) and any(c in inst for c in "\n\r\u2028\u2029"):
@@ -174,7 +185,14 @@ def _explain(err: ValidationError) -> Iterator[Finding]:
         "minProperties",
         "maxProperties",
     ):
-        yield error("E208", path, _bound_message(err), _examples_hint(sch) or sch.get("description", ""))
+        hint = _examples_hint(sch) or sch.get("description", "")
+        if path and path[-1] == "repeat" and inst == -1:  # Stable-Baselines3's gradient_steps: -1
+            hint = (
+                "SB3's gradient_steps: -1 (a gradient step per env step collected) is written as the number "
+                "itself: the env steps an iteration collects, the collecting block's repeat x env.num_envs "
+                "(docs/language.md, `repeat`)"
+            )
+        yield error("E208", path, _bound_message(err), hint)
     elif v == "not":
         why = err.validator_value.get("description", "") if isinstance(err.validator_value, dict) else ""
         message = f"{_describe(inst)} is not allowed here" + (f": {why}" if why else "")

@@ -16,7 +16,7 @@ from rlgen.dsl.findings import Finding
 from rlgen.dsl.overrides import Overrides, Setting, apply_overrides, flagged
 from rlgen.dsl.schema import check_schema, integral
 from rlgen.dsl.spec import Spec, build_spec
-from rlgen.dsl.yamlload import SourceMap, YamlError, load_yaml, read_spec
+from rlgen.dsl.yamlload import STDIN, SourceMap, YamlError, load_yaml, read_spec
 
 #: Extra checks run after the language's own (the deploy checks of rlgen.codegen plug in here).
 ExtraCheck = Callable[[Spec, Dataflow], Iterator[Finding]]
@@ -89,13 +89,14 @@ def _place(f: Finding, overrides: Overrides, smap: SourceMap) -> Diagnostic:
 
 
 def validate_file(path: str | Path, **kw) -> Result:
-    """Validate a spec file. I/O errors, and paths that are not regular files, raise
-    :class:`OSError` (the CLI's exit 2)."""
+    """Validate a spec file (``-``: standard input, named ``<stdin>``). I/O errors, and paths
+    that are neither regular files nor pipes, raise :class:`OSError` (the CLI's exit 2)."""
+    name = STDIN if str(path) == "-" else str(path)
     try:
         text = read_spec(path)
     except YamlError as exc:
-        return Result(str(path), exc.text, diagnostics=exc.diagnostics)
-    return validate_text(text, str(path), **kw)
+        return Result(name, exc.text, diagnostics=exc.diagnostics)
+    return validate_text(text, name, **kw)
 
 
 def _validate_data(result, data, smap, extra_checks, overrides: Overrides, min_workers) -> Result:

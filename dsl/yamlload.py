@@ -401,30 +401,59 @@ def _kind(mode: int) -> str:
     return next((what for test, what in kinds.items() if test(mode)), "not a regular file")
 
 
+#: Seconds a pipe may stay silent, its writer alive, before reading it gives up (a named FIFO
+#: or ``<(command)``; standard input waits as long as it takes).
+PIPE_WAIT_S = 60.0
+#: The name standard input is read under (``-`` on the command line).
+STDIN = "<stdin>"
+
+
 def read_spec(path: str | Path) -> str:
-    """The text of a spec file. Only regular files are read, and never more than
-    :data:`MAX_BYTES` (+1) bytes: a FIFO, a device or a directory raises
-    :class:`SpecFileError` (an :class:`OSError`), as do other I/O problems; a file
-    too large or not UTF-8 raises :class:`YamlError`."""
+    """The text of a spec: a regular file, a pipe (a named FIFO, ``<(command)``) or standard
+    input (``-``), never more than :data:`MAX_BYTES` (+1) bytes read. A device or a directory
+    raises :class:`SpecFileError` (an :class:`OSError`), as do other I/O problems and a pipe
+    silent for :data:`PIPE_WAIT_S`; a text too large or not UTF-8 raises :class:`YamlError`."""
     file = str(path)
+    if file in ("-", STDIN):
+        return _decoded(_read_capped(0, None), STDIN)
     mode = os.stat(path).st_mode  # follows symlinks; opens nothing
-    if not stat.S_ISREG(mode):
-        raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file or a pipe")
+    # non-blocking: opening a FIFO that has no writer must not wait for one (it reads as empty)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode  # the file opened is still a regular one
-        if not stat.S_ISREG(mode):
-            raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        mode = os.fstat(fd).st_mode  # the file opened is still a regular one, or a pipe
+        if stat.S_ISREG(mode):
+            return _decoded(_read_capped(fd, None), file)
+        if not stat.S_ISFIFO(mode):
+            raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file or a pipe")
+        return _decoded(_read_capped(fd, PIPE_WAIT_S), file)
     finally:
         os.close(fd)
-    raw = b"".join(chunks)
+
+
+def _read_capped(fd: int, wait: float | None) -> bytes:
+    """Up to :data:`MAX_BYTES` + 1 bytes of ``fd`` (a pipe is waited for, ``wait`` seconds at most
+    while it is silent; None: as long as it takes)."""
+    import select
+
+    chunks, size = [], 0
+    while size <= MAX_BYTES:
+        try:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+        except BlockingIOError:  # a pipe whose writer has not written yet
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise SpecFileError(errno.ETIMEDOUT, f"nothing came through the pipe for {wait:.0f} s") from None
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _decoded(raw: bytes, file: str) -> str:
     if len(raw) > MAX_BYTES:
         raise _too_large(file)
     try:
