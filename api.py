@@ -8,6 +8,7 @@ policy's minimum, and the schema's bounds apply to the overrides as to the file.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlgen.codegen.deploy_checks import check_deploy
 from rlgen.codegen.names import check_names
@@ -15,6 +16,9 @@ from rlgen.codegen.policies import policy_min_workers
 from rlgen.codegen.supported import check_supported
 from rlgen.dsl import validate as _validate
 from rlgen.dsl.validate import Result
+
+if TYPE_CHECKING:
+    from rlgen.codegen.build import Build
 
 #: The checks of rlgen.codegen that validate runs after the language's own: what build
 #: needs (policy, workers, hosts; names generated code can hold; parts it generates).
@@ -29,3 +33,22 @@ def validate_file(path: str | Path, **overrides) -> Result:
 def validate_text(text: str, file: str = "<string>", **overrides) -> Result:
     """Validate spec text (same checks as :func:`validate_file`)."""
     return _validate.validate_text(text, file, extra_checks=CODEGEN_CHECKS, min_workers=policy_min_workers, **overrides)
+
+
+def build_file(
+    spec_path: str | Path,
+    out_dir: str | Path | None = None,
+    policy: str | None = None,
+    workers: int | None = None,
+    hosts: list[str] | None = None,
+) -> tuple[Result, Build | None]:
+    """Validate ``spec_path`` (with deploy overrides) and build it; ``Build`` is None if invalid.
+
+    With a policy other than the spec's and no ``workers``, the policy's minimum is used.
+    """
+    from rlgen.codegen.build import build
+
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
+    if not result.ok:
+        return result, None
+    return result, build(result, out_dir)

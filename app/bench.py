@@ -1,25 +1,30 @@
-"""Comparing distribution policies on one spec: run each, read its metrics, print a table.
+"""``rlgen bench``: comparing distribution policies on one spec: run each, read its metrics,
+print a table.
 
 Each policy runs through ``rlgen run`` in a fresh process (so every row pays the same
 start-up and no TensorFlow state leaks between rows); figures come from the run's
 ``metrics.jsonl``. The first iteration (tracing, warm-up) is left out of rates and
-per-part times.
+per-part times. Times per part are rank 0's (the learner, or the whole loop under
+``single``) and, for policies with other ranks, theirs (actors, env workers, other
+learners: the mean per rank).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .metricslog import per_iteration
-from .session import CATEGORIES as PARTS  # the parts a run times
+from rlgen.runtime.clock import CATEGORIES as PARTS  # the parts a run times
+from rlgen.runtime.metricslog import per_iteration
+
+from . import child
+from .errors import UsageError
+from .spec import Deployment
 
 
 @dataclass
@@ -36,7 +41,8 @@ class PolicyResult:
     time_to_target: float | None = None
     steps_to_target: int | None = None
     final_return: float | None = None
-    ms_per_iteration: dict[str, float] = field(default_factory=dict)
+    ms_per_iteration: dict[str, float] = field(default_factory=dict)  # rank 0's
+    rest_ms_per_iteration: dict[str, float] = field(default_factory=dict)  # the other ranks', mean per rank
 
 
 def speed_only(spec: Path, tmp: Path, checkpoint_every: int | None = None) -> Path:
@@ -72,6 +78,8 @@ def read_run(run_dir: Path, policy: str, workers: int, target: float | None, war
         final_return=rows[-1].get("mean_return"),
         ms_per_iteration={p: 1000 * per_iteration(steady, f"time_{p}") for p in PARTS},
     )
+    if any(f"rest_time_{p}" in row for row in steady for p in PARTS):
+        result.rest_ms_per_iteration = {p: 1000 * per_iteration(steady, f"rest_time_{p}") for p in PARTS}
     if target is not None:
         hit = next((r for r in rows if r.get("mean_return") is not None and r["mean_return"] >= target), None)
         if hit is not None:
@@ -90,28 +98,10 @@ def run_policy(
     extra: Sequence[str] = (),
 ) -> PolicyResult:
     """Train ``spec`` under ``policy`` with ``rlgen run`` (and ``extra`` arguments) and summarise the run."""
-    args = [
-        sys.executable,
-        "-m",
-        "rlgen",
-        "run",
-        str(spec),
-        "--policy",
-        policy,
-        "--workers",
-        str(workers),
-        "--run-dir",
-        str(run_dir),
-        "--build-dir",
-        str(run_dir.parent / f"build-{run_dir.name}"),
-        "--quiet",
-    ]
-    if iterations:
-        args += ["--iterations", str(iterations)]
-    args += list(extra)
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [str(spec), "--policy", policy, "--workers", str(workers), "--run-dir", str(run_dir), "--quiet"]
+    args += ["--iterations", str(iterations)] if iterations else []
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = child.run(["run", *args, *extra], timeout=timeout)
     except subprocess.TimeoutExpired:
         return PolicyResult(policy, workers, False, f"timed out after {timeout:.0f} s")
     if proc.returncode != 0:
@@ -162,6 +152,10 @@ def format_table(results: Sequence[PolicyResult], target: float | None = None) -
     rows.append(["mean return (last 100)", *(_fmt(r.final_return, "{:.1f}") for r in results)])
     for part in PARTS:
         rows.append([f"ms/iteration {part}", *(_fmt(r.ms_per_iteration.get(part), "{:.1f}") for r in results)])
+    if any(r.rest_ms_per_iteration for r in results):  # the actors', env workers', other learners' time
+        for part in PARTS:
+            cells = (_fmt(r.rest_ms_per_iteration.get(part), "{:.1f}") for r in results)
+            rows.append([f"  other ranks: {part}", *cells])
     widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
     lines = [
         "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
@@ -169,3 +163,36 @@ def format_table(results: Sequence[PolicyResult], target: float | None = None) -
     ]
     notes = [f"{r.policy}: {'failed: ' if r.applies else 'not applicable: '}{r.error}" for r in results if not r.ok]
     return "\n".join(lines + notes)
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    spec: Path
+    policies: tuple[str, ...] = ()  # none: every policy
+    workers: int = 2
+    iterations: int = 20
+    deployment: Deployment = Deployment()  # --seed / --set for every row
+
+
+def compare(request: BenchRequest) -> list[PolicyResult]:
+    """Every asked-for policy the spec validates under, trained for ``iterations`` (the others
+    marked not applicable, with the reason)."""
+    from rlgen.api import validate_file
+    from rlgen.codegen.policies import POLICIES
+    from rlgen.dsl.diagnostics import Severity
+
+    policies = list(request.policies or POLICIES)
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise UsageError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
+    if not Path(request.spec).is_file():
+        raise UsageError(f"{request.spec} does not exist")
+    skip = {}
+    for policy in policies:
+        workers = 1 if policy == "single" else request.workers
+        result = validate_file(request.spec, policy=policy, workers=workers, settings=request.deployment.settings)
+        if not result.ok:
+            first = next(d for d in result.diagnostics if d.severity is Severity.ERROR)
+            skip[policy] = f"{first.message} ({first.code})"
+    extra = request.deployment.setting_argv()
+    return bench(Path(request.spec), policies, request.workers, request.iterations, not_applicable=skip, extra=extra)

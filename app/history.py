@@ -5,7 +5,7 @@ rows included) adds its steady speed to a small JSON file in the cache
 (``$RLGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgen``, else ``~/.cache/rlgen``; under
 ``auto/``), and a ``single`` run its time per part as well: the profile the cost model
 predicts the other policies from. ``--policy auto`` reads the file before it starts
-(:meth:`rlgen.runtime.auto.Chooser.recall`), so a spec measured on this machine before starts
+(:meth:`rlgen.app.auto.Chooser.recall`), so a spec measured on this machine before starts
 straight under its fastest measured policy, with no calibration and no restart.
 
 The file is keyed by what decides speed and nothing else: the spec with its training
@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgen.machine import cache_dir, cpu, local_cores, tensorflow_version, version
-
-from .session import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
+from rlgen.runtime.clock import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
 
 #: Measurements kept per policy and worker count (the median of them is used).
 KEEP = 5

@@ -16,15 +16,15 @@ runs skip ``curves.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rlgen.runtime.rundir import RunDir
 
 #: Losses drawn in the bottom row, in this order, when a run logs them.
 LOSSES = (  # the learners' metrics drawn, at most four: PPO/A2C's, DQN's, SAC/TD3's
@@ -57,14 +57,14 @@ class Run:
 
 
 def read_run(path: Path) -> Run:
-    from .metricslog import read_metrics
+    from rlgen.runtime.metricslog import read_metrics
 
-    if not (path / "metrics.jsonl").is_file():
+    if not RunDir(path).metrics.is_file():
         raise PlotError(f"{path}: not a run directory (no metrics.jsonl)")
     rows = read_metrics(path)
     if not rows:
         raise PlotError(f"{path}: metrics.jsonl has no iterations yet")
-    run = _json(path / "run.json")
+    run = _json(RunDir(path).run_json)
     spec = _json(path / "spec.resolved.json")
     train = dict(spec.get("train") or {})
     seed = train.pop("seed", None)
@@ -209,27 +209,15 @@ def plot(paths: list[Path], out: Path) -> Path:
     return out
 
 
-def cmd_plot(args: argparse.Namespace) -> int:
-    out = Path(args.output) if args.output else Path(args.run_dirs[0]) / "curves.png"
+def draw(run_dirs: list[Path], out: Path | None = None) -> Path:
+    """``rlgen plot``: the curves of ``run_dirs`` in ``out`` (default the first run's
+    ``curves.png``); :class:`UsageError` for an unknown format or unreadable runs."""
+    from .errors import UsageError
+
+    out = out or RunDir(run_dirs[0]).curves
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        print(f"rlgen plot: error: {out}: write a .png, .svg or .pdf", file=sys.stderr)
-        return 2
+        raise UsageError(f"{out}: write a .png, .svg or .pdf")
     try:
-        plot([Path(p) for p in args.run_dirs], out)
+        return plot(run_dirs, out)
     except PlotError as exc:
-        print(f"rlgen plot: error: {exc}", file=sys.stderr)
-        return 2
-    print(out)
-    return 0
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "plot",
-        help="draw learning curves of runs",
-        description="Learning curves of one or more run directories: return against env steps and "
-        "time (evaluations marked), and the losses; runs that differ only by seed as a mean with a band.",
-    )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("-o", "--output", metavar="FILE", help="a .png, .svg or .pdf (default RUN_DIR/curves.png)")
-    p.set_defaults(func=cmd_plot)
+        raise UsageError(str(exc)) from None

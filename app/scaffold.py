@@ -12,6 +12,7 @@ default, and the file says so. The stop target is the env's registered
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 ALGOS = ("ppo", "a2c", "dqn", "sac", "td3")
@@ -90,13 +91,22 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
         lr=2.0633e-5, clip=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8, log_std_init=-2.0,
         hidden=(256, 256), activation="relu", init="glorot_uniform", normalize=True,
     ),
+    ("ppo", "LunarLander-v3"): dict(
+        num_envs=16, steps=1024, total_steps=1_000_000, gamma=0.999, gae_lambda=0.98, epochs=4, minibatch=64,
+        ent_coef=0.01,
+    ),
     ("a2c", "CartPole-v1"): dict(num_envs=8, total_steps=500_000),
+    ("a2c", "LunarLander-v3"): dict(num_envs=8, total_steps=200_000, gamma=0.995, lr=_lin(0.00083), ent_coef=0.00001),
     ("a2c", "Acrobot-v1"): dict(num_envs=16, total_steps=500_000),
     ("dqn", "CartPole-v1"): dict(
         steps=256, total_steps=50_000, lr=2.3e-3, hidden=(256, 256), capacity=100_000, batch_size=64,
         gradient_steps=128, learning_starts=1000, target_every=10, eps_final=0.04, eps_fraction=0.16,
     ),
     ("dqn", "Acrobot-v1"): dict(
+        steps=4, total_steps=100_000, lr=6.3e-4, hidden=(256, 256), capacity=50_000, batch_size=128,
+        gradient_steps=4, learning_starts=0, target_every=250, eps_final=0.1, eps_fraction=0.12,
+    ),
+    ("dqn", "LunarLander-v3"): dict(  # train_freq 4, gradient_steps -1: 4 gradient steps per 4 env steps
         steps=4, total_steps=100_000, lr=6.3e-4, hidden=(256, 256), capacity=50_000, batch_size=128,
         gradient_steps=4, learning_starts=0, target_every=250, eps_final=0.1, eps_fraction=0.12,
     ),
@@ -196,42 +206,33 @@ def _flow(value: Any) -> str:
     return str(value)
 
 
-def cmd_init(args: Any) -> int:
-    import sys
-    from pathlib import Path
+@dataclass(frozen=True)
+class InitRequest:
+    name: str
+    env: str
+    algo: str = "ppo"
+    output: Path | None = None  # default NAME.rl.yaml
+    force: bool = False
 
+
+def init(request: InitRequest) -> Path:
+    """Write the starting spec, validated first; returns where."""
     from rlgen.api import validate_text
-    from rlgen.dsl.report import REPORTERS
 
-    out = Path(args.output or f"{args.name}.rl.yaml")
-    if out.exists() and not args.force:
-        print(f"rlgen init: error: {out} exists; choose another name or -o FILE, or --force", file=sys.stderr)
-        return 2
+    from .errors import InvalidSpec, UsageError
+
+    out = request.output or Path(f"{request.name}.rl.yaml")
+    if out.exists() and not request.force:
+        raise UsageError(f"{out} exists; choose another name or -o FILE, or --force")
     try:
-        text = render(args.name, args.algo, args.env)
+        text = render(request.name, request.algo, request.env)
     except ScaffoldError as exc:
-        print(f"rlgen init: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     result = validate_text(text, str(out))
     if not result.ok:  # e.g. a NAME the language does not take
-        print(REPORTERS["text"](result.diagnostics, {str(out): text}, False), file=sys.stderr)
-        print(f"rlgen init: error: {out} not written", file=sys.stderr)
-        return 1
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out} ({args.algo} on {args.env}); it validates. Train it: rlgen run {out}")
-    return 0
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "init",
-        help="write a commented starting spec for an algorithm and env",
-        description="Write NAME.rl.yaml: ALGO on ENV_ID with the RL Zoo's tuned settings where it has "
-        "them (Stable-Baselines3's defaults otherwise), shaped by the env's spaces; validated before it is written.",
-    )
-    p.add_argument("name", metavar="NAME", help="the spec's name (and file name)")
-    p.add_argument("--algo", choices=ALGOS, default="ppo", help="the algorithm (default ppo)")
-    p.add_argument("--env", required=True, metavar="ENV_ID", help="a gymnasium env id, e.g. CartPole-v1")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default NAME.rl.yaml)")
-    p.add_argument("--force", action="store_true", help="overwrite FILE")
-    p.set_defaults(func=cmd_init)
+        raise InvalidSpec(result.diagnostics, {str(out): text}, f"{out} not written")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out

@@ -2,7 +2,7 @@
 
 Each trial is one ``rlgen run`` of the spec with the trial's values as ``--set``s, in a
 process of its own (run directory ``OUT/trial-K``, its output in ``OUT/trial-K.log``,
-its build in ``OUT/builds/trial-K``). Its ``metrics.jsonl`` is read as it is written: the
+its build in its run directory). Its ``metrics.jsonl`` is read as it is written: the
 mean training return goes to Optuna's median pruner on a grid of env steps every trial
 shares, and a trial the pruner stops gets SIGINT, as Ctrl-C stops a run (it finishes the
 iteration and writes a final checkpoint; its run directory stays). TPE, seeded with the
@@ -17,19 +17,20 @@ Optuna is the optional ``tune`` extra: no other command needs it.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlgen.cli import EXIT_INVALID, EXIT_OK, UsageError, deploy_overrides, override_argv
+from . import child
+from .errors import InvalidSpec, UsageError
+from .spec import Deployment, validated
 
 #: Intermediate values per trial that the pruner compares: every ``total_steps / REPORTS`` env steps.
 REPORTS = 20
@@ -54,26 +55,44 @@ class TrialRecord:
     run_dir: str = ""
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class TuneRequest:
+    spec: Path
+    space: Path
+    trials: int = 20
+    out: Path | None = None  # default <train.run_dir>/<name>-tune-<time>
+    deployment: Deployment = Deployment()
+
+
+@dataclass
+class TuneOutcome:
+    out: Path
+    objective: str
+    records: list[TrialRecord] = field(default_factory=list)
+    best: TrialRecord | None = None
+
+    @property
+    def best_spec(self) -> Path:
+        return self.out / BEST_SPEC
+
+
+def tune(request: TuneRequest, report: Callable[[str], None] = print) -> TuneOutcome:
+    """Run the trials (``report`` gets a line as each ends); write ``best.rl.yaml`` and
+    ``tune.json``. :class:`Failed` (after both are written) when no trial completed."""
     try:
         import optuna
     except ImportError:
         raise UsageError("tuning needs Optuna: pip install 'rlgen[tune]' (scripts/setup.sh installs it)") from None
     from optuna.trial import TrialState
 
-    from rlgen.codegen.cli import validated
-    from rlgen.runtime.session import default_run_dir
+    from rlgen.runtime.rundir import default_run_dir
 
-    if args.trials < 1:
-        raise UsageError(f"--trials {args.trials}: give at least 1")
-    result, code = validated(args)
-    if result is None:
-        return code
-    space = _space(args, result)
-    if space is None:
-        return EXIT_INVALID
+    if request.trials < 1:
+        raise UsageError(f"--trials {request.trials}: give at least 1")
+    result = validated(request.spec, request.deployment)
+    space = _space(request, result)
     spec = result.spec
-    out = Path(args.out) if args.out else default_run_dir(f"{spec.name}-tune", spec.train.run_dir)
+    out = request.out or default_run_dir(f"{spec.name}-tune", spec.train.run_dir)
     try:
         if out.exists() and any(out.iterdir()):
             raise UsageError(f"{out} exists and is not empty; choose another --out")
@@ -87,38 +106,35 @@ def cmd_tune(args: argparse.Namespace) -> int:
         direction="maximize", sampler=optuna.samplers.TPESampler(seed=spec.train.seed), pruner=pruner
     )
     every = max(spec.train.total_steps // REPORTS, 1)
-    records: list[TrialRecord] = []
-    for number in range(args.trials):
+    outcome = TuneOutcome(out, space.objective)
+    for number in range(request.trials):
         trial = study.ask()
         record = TrialRecord(number, {p.name: _suggest(trial, p) for p in space.params}, run_dir=f"trial-{number}")
-        records.append(record)
-        interrupted = _run(args, space, trial, record, out, every)
+        outcome.records.append(record)
+        interrupted = _run(request, space, trial, record, out, every)
         state = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(record.state, TrialState.FAIL)
         study.tell(trial, record.value if record.state == "complete" else None, state)
-        print(_line(record, space.objective, args.trials), flush=True)
+        report(_line(record, space.objective, request.trials))
         if interrupted:
             break
-    return _finish(args, result, space, records, out)
+    _finish(request, result, space, outcome)
+    return outcome
 
 
-def _space(args: argparse.Namespace, result):
-    """The checked search space, or None after printing its diagnostics."""
+def _space(request: TuneRequest, result):  # noqa: ANN001, ANN202
+    """The checked search space; :class:`InvalidSpec` with its diagnostics."""
     from rlgen.api import validate_file
-    from rlgen.dsl.report import REPORTERS
     from rlgen.dsl.tunespace import check_space
 
-    def with_setting(setting):
-        overrides = deploy_overrides(args)
-        return validate_file(args.spec, **{**overrides, "settings": (*overrides["settings"], setting)})
+    def with_setting(setting):  # noqa: ANN001, ANN202
+        return validate_file(request.spec, **request.deployment.with_settings(setting).overrides())
 
     try:
-        checked = check_space(args.space, result.spec, with_setting)
+        checked = check_space(request.space, result.spec, with_setting)
     except OSError as exc:
-        raise UsageError(f"cannot read {args.space}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {request.space}: {exc.strerror or exc}") from None
     if not checked.ok:
-        print(
-            REPORTERS["text"](checked.diagnostics, {checked.file: checked.text}, sys.stderr.isatty()), file=sys.stderr
-        )
+        raise InvalidSpec(checked.diagnostics, {checked.file: checked.text})
     return checked.space
 
 
@@ -131,24 +147,15 @@ def _suggest(trial, p) -> Any:
     return trial.suggest_float(p.name, p.low, p.high, step=p.step, log=p.log)
 
 
-def _run(args: argparse.Namespace, space, trial, record: TrialRecord, out: Path, every: int) -> bool:
+def _run(request: TuneRequest, space, trial, record: TrialRecord, out: Path, every: int) -> bool:  # noqa: ANN001
     """Train one trial in a process of its own and fill in how it ended; True if Ctrl-C stopped it."""
     run_dir, log = out / record.run_dir, out / f"{record.run_dir}.log"
-    deploy = [("--policy", args.policy), ("--workers", args.workers), ("--hosts", ",".join(args.hosts or ()))]
-    cmd = [sys.executable, "-m", "rlgen", "run", args.spec, *(w for f, v in deploy if v for w in (f, str(v)))]
-    cmd += override_argv(args)
-    cmd += [w for p in space.params for w in p.setting(record.params[p.name]).flag.split(" ", 1)]
-    cmd += ["--run-dir", str(run_dir), "--build-dir", str(out / "builds" / record.run_dir), "--quiet"]
+    args = ["run", str(request.spec), *request.deployment.argv()]
+    args += [w for p in space.params for w in p.setting(record.params[p.name]).flag.split(" ", 1)]
+    args += ["--run-dir", str(run_dir), "--quiet"]
     started = time.monotonic()
     with open(log, "wb") as f:  # its own session: Ctrl-C in the terminal reaches only this process
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=f,
-            stderr=f,
-            start_new_session=True,
-            preexec_fn=_interrupted_with_parent(),  # noqa: PLW1509 - tune runs no threads of its own
-        )
+        proc = child.start(args, output=f, before=_interrupted_with_parent())
     interrupted, pruned_at = False, None
     try:
         pruned_at = _watch(proc, run_dir / "metrics.jsonl", trial, every)
@@ -241,8 +248,10 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _run_json(run_dir: Path) -> dict[str, Any]:
     """The trial's ``run.json`` ({} if it never wrote one)."""
+    from rlgen.runtime.rundir import RunDir
+
     try:
-        return json.loads((run_dir / "run.json").read_text())
+        return RunDir(run_dir).read()
     except (OSError, ValueError):
         return {}
 
@@ -275,30 +284,29 @@ def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
 
 
-def _finish(args: argparse.Namespace, result, space, records: list[TrialRecord], out: Path) -> int:
-    """The table, the best spec and ``tune.json``; exit 0 if a trial completed."""
-    done = [r for r in records if r.state == "complete"]
-    best = max(done, key=lambda r: r.value) if done else None
-    print(_table(records, space.objective, best))
+def _finish(request: TuneRequest, result, space, outcome: TuneOutcome) -> None:  # noqa: ANN001
+    """The best spec and ``tune.json``; :class:`Failed` if no trial completed."""
+    done = [r for r in outcome.records if r.state == "complete"]
+    outcome.best = max(done, key=lambda r: r.value) if done else None
     summary = {
-        "spec": args.spec,
-        "space": args.space,
+        "spec": str(request.spec),
+        "space": str(request.space),
         "objective": space.objective,
         "seed": result.spec.train.seed,
         "overrides": list(result.overrides),
-        "trials": [asdict(r) for r in records],
+        "trials": [asdict(r) for r in outcome.records],
         "best": None,
     }
+    best = outcome.best
     if best is not None:
-        path = out / BEST_SPEC
-        path.write_text(_best_spec(args, result, space, best, len(records)))
+        outcome.best_spec.write_text(_best_spec(request, result, space, best, len(outcome.records)))
         summary["best"] = {"number": best.number, "value": best.value, "params": best.params, "spec": BEST_SPEC}
-        print(f"best: trial {best.number + 1}, {space.objective} {best.value:.4g}; spec {path}")
-    (out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if best is None:
-        print(f"rlgen tune: error: no trial completed (logs: {out}/trial-*.log)", file=sys.stderr)
-        return EXIT_INVALID
-    return EXIT_OK
+    (outcome.out / "tune.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def table(outcome: TuneOutcome) -> str:
+    """The trials, one a line, the best marked."""
+    return _table(outcome.records, outcome.objective, outcome.best)
 
 
 def _table(records: list[TrialRecord], objective: str, best: TrialRecord | None) -> str:
@@ -317,38 +325,20 @@ def _table(records: list[TrialRecord], objective: str, best: TrialRecord | None)
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows])
 
 
-def _best_spec(args: argparse.Namespace, base, space, best: TrialRecord, trials: int) -> str:
+def _best_spec(request: TuneRequest, base, space, best: TrialRecord, trials: int) -> str:  # noqa: ANN001
     """The spec with the best trial's values (and the command line's overrides) written in, as YAML."""
     import yaml
 
     from rlgen.api import validate_file
 
     sets = [p.setting(best.params[p.name]) for p in space.params]
-    overrides = deploy_overrides(args)
-    result = validate_file(args.spec, **{**overrides, "settings": (*overrides["settings"], *sets)})
+    result = validate_file(request.spec, **request.deployment.with_settings(*sets).overrides())
     header = [
         f"Tuned by `rlgen tune`: trial {best.number + 1}, the best of {trials} ({space.objective} {best.value:.4g}),",
-        f"of {args.spec} over the space {args.space}. Its values:",
+        f"of {request.spec} over the space {request.space}. Its values:",
         *(f"  {s.flag}" for s in sets),
     ]
     if base.overrides:
         header.append(f"Also written in, as given to rlgen tune: {' '.join(base.overrides)}")
     body = yaml.safe_dump(result.document, sort_keys=False, allow_unicode=True, width=1000)
     return "".join(f"# {line}\n" for line in header) + "\n" + body
-
-
-def register(sub, deploy_args) -> None:
-    """Add ``tune`` to the ``rlgen`` sub-command parser."""
-    p = sub.add_parser(
-        "tune",
-        help="search a spec's hyper-parameters (Optuna)",
-        description="Train TRIALS runs of a spec with values sampled from a search space (TPE, seeded by the "
-        "spec's train.seed), stop poor ones early (median pruner), and write the best as a spec. "
-        "Needs the tune extra (pip install 'rlgen[tune]').",
-    )
-    p.add_argument("spec", metavar="SPEC", help="the .rl.yaml spec")
-    p.add_argument("--space", required=True, metavar="FILE", help="the search space (docs/tuning.md)")
-    p.add_argument("--trials", type=int, default=20, metavar="N", help="trials to run (default 20)")
-    p.add_argument("--out", metavar="DIR", help="where trials and results go (default runs/<name>-tune-<time>)")
-    deploy_args(p)
-    p.set_defaults(func=cmd_tune)

@@ -21,7 +21,8 @@ POLICIES = {"single": 1, "actors-learner": 3, "central-inference": 3, "multi-lea
 
 def main() -> None:
     start = time.perf_counter()
-    from rlgen.codegen.build import BuildError, build_file
+    from rlgen.api import build_file
+    from rlgen.codegen.build import BuildError
 
     print(f"import rlgen.codegen.build: {(time.perf_counter() - start) * 1000:.0f} ms")
     with tempfile.TemporaryDirectory() as tmp:

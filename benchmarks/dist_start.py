@@ -7,7 +7,7 @@ Two tables, each figure the median of ``--runs`` fresh processes, the rows alter
 run so that the machine's load falls on all of them alike:
 
 * the launcher alone, 2 ranks on this machine: Horovod's ``horovodrun --gloo`` against
-  rlgen's (``python -m rlgen.runtime.hvdrun``, horovodrun without its Gloo check, see
+  rlgen's (``python -m rlgen.launch.hvdrun``, horovodrun without its Gloo check, see
   ``docs/policies.md``), once with ranks that do nothing (``python -c pass``) and once with
   ranks that import TensorFlow and start Horovod, as a rank's own start does;
 * ``rlgen run SPEC --iterations 3 --quiet`` (evaluation off) under ``single`` and the
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from startup import timed, whole_and_clock  # this folder's start-up benchmark (run as a script)
 
-from rlgen.runtime.bench import speed_only
+from rlgen.app.bench import speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = [("single", 1), ("actors-learner", 2), ("async-actors", 2), ("async-actors", 3), ("multi-learner", 2)]
@@ -36,13 +36,13 @@ RANK_START = "import rlgen.runtime, tensorflow, horovod.tensorflow as hvd; hvd.i
 
 def launchers(runs: int, work: Path) -> dict[str, float]:
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
-    ours = [sys.executable, "-m", "rlgen.runtime.hvdrun"]
+    ours = [sys.executable, "-m", "rlgen.launch.hvdrun"]
     hosts = ["--gloo", "-np", "2", "-H", "localhost:2"]
     rows = {
         "horovodrun, ranks pass": [horovodrun, *hosts, sys.executable, "-c", "pass"],
-        "rlgen.runtime.hvdrun, ranks pass": [*ours, *hosts, sys.executable, "-c", "pass"],
+        "rlgen.launch.hvdrun, ranks pass": [*ours, *hosts, sys.executable, "-c", "pass"],
         "horovodrun, ranks start": [horovodrun, *hosts, sys.executable, "-c", RANK_START],
-        "rlgen.runtime.hvdrun, ranks start": [*ours, *hosts, sys.executable, "-c", RANK_START],
+        "rlgen.launch.hvdrun, ranks start": [*ours, *hosts, sys.executable, "-c", RANK_START],
     }
     times: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(runs):

@@ -79,7 +79,7 @@ def train(
     from rlgen.algorithms.dqn.config import DQNConfig
     from rlgen.algorithms.dqn.learner import DQNLearner
     from rlgen.runtime.envs import VectorEnv
-    from rlgen.runtime.evaluate import evaluate
+    from rlgen.runtime.evaluation.episodes import evaluate
     from rlgen.runtime.networks import build_network
     from rlgen.runtime.qvalue import Exploration, QNetwork, make_q_actor
     from rlgen.runtime.replay import ReplayBuffer

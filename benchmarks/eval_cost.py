@@ -2,7 +2,7 @@
 process beside training (the default: forked from rank 0 before TensorFlow runs; or started
 afresh, ``RLGEN_EVAL_PROCESS=spawn``, as when rank 0 cannot fork it) or in the training loop
 (``RLGEN_EVAL_PROCESS=0``), against the same run without evaluation
-(``--set train.eval.every=0``). The process runs niced (``rlgen.runtime.evalworker``); mode
+(``--set train.eval.every=0``). The process runs niced (``rlgen.runtime.evaluation.process``); mode
 ``unniced`` runs it at training's priority (``RLGEN_EVAL_NICE=0``) to show what that buys.
 
     .venv/bin/python benchmarks/eval_cost.py                 # the two CartPole examples, 3 runs each

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlgen.runtime.bench import PolicyResult, read_run, run_policy, speed_only
+from rlgen.app.bench import PolicyResult, read_run, run_policy, speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlgen.runtime.bench import speed_only
+from rlgen.app.bench import speed_only
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = [("actors-learner", 3), ("async-actors", 3), ("central-inference", 2), ("multi-learner", 2)]

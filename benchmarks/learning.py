@@ -59,7 +59,7 @@ from typing import Any
 
 import yaml
 
-from rlgen.runtime.bench import read_run as bench_read_run
+from rlgen.app.bench import read_run as bench_read_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ first iterations (tracing, warm-up). ``rank 0`` is the learner (or the only rank
 ``others`` is the mean of the other ranks (actors, env workers, other learners).
 ``--policy auto`` runs on the same workload twice: first as on a machine that never ran
 the spec (an empty cache), then with the speeds the rows above left in the cache (as on a
-machine that ran them before, rlgen.runtime.history); the lines say what it chose, against
+machine that ran them before, rlgen.app.history); the lines say what it chose, against
 the best measured, and what its calibration cost. With ``--target-seeds``, time and env steps to the example's target
 return per seed, for ``single`` and every distributed policy on 2 workers, with the spec as
 it is (its 100k-step budget).
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgen.codegen.policies import POLICIES
-from rlgen.runtime.bench import run_policy, speed_only
+from rlgen.app.bench import run_policy, speed_only
 from rlgen.runtime.metricslog import per_iteration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def measure(workload: Workload, tmp: Path, cache: Path) -> list[dict]:
 
 @contextlib.contextmanager
 def _speeds_in(cache: Path) -> Iterator[None]:
-    """The runs started meanwhile keep their speeds in ``cache`` (rlgen.runtime.history)."""
+    """The runs started meanwhile keep their speeds in ``cache`` (rlgen.app.history)."""
     os.environ["RLGEN_CACHE_DIR"] = str(cache)
     try:
         yield
@@ -123,7 +123,7 @@ def _measure_one(spec: Path, policy: str, workers: int, workload: Workload, tmp:
 def run_auto(workload: Workload, tmp: Path, cache: Path, label: str) -> dict:
     """``rlgen run --policy auto`` on the workload (evaluation off, its default calibration
     budget: 10% of the spec's whole run), stopped once it has chosen and measured a tried policy, with
-    ``cache`` as the machine's memory of measured speeds (rlgen.runtime.history)."""
+    ``cache`` as the machine's memory of measured speeds (rlgen.app.history)."""
     spec = speed_only(workload.spec, tmp)
     run_dir = tmp / f"auto-{label}"
     with _speeds_in(cache):  # 1 worker: this machine's default

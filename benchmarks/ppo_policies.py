@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlgen.runtime.bench import PolicyResult, format_table, run_policy
+from rlgen.app.bench import PolicyResult, format_table, run_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 

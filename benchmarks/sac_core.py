@@ -118,7 +118,7 @@ def train(
 
     from rlgen.runtime.continuous import DeterministicActor, QCritic, SquashedGaussianActor, make_compiled_actor
     from rlgen.runtime.envs import VectorEnv
-    from rlgen.runtime.evaluate import evaluate
+    from rlgen.runtime.evaluation.episodes import evaluate
     from rlgen.runtime.networks import build_network
     from rlgen.runtime.policies import ActionSpec
     from rlgen.runtime.replay import ReplayBuffer

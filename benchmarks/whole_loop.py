@@ -30,7 +30,7 @@ Part B, end to end: variants of the spec (gymnasium env with its own num_envs;
 each trained by ``python -m rlgen run COPY --quiet --run-dir D --build-dir D2`` in a
 fresh process, one after the other, periodic evaluation disabled in the copy (as
 benchmarks/ppo_policies.py does). Figures come from the run's metrics.jsonl through
-``rlgen.runtime.bench.read_run`` (first iteration left out of rates and per-part
+``rlgen.app.bench.read_run`` (first iteration left out of rates and per-part
 times); "time to R" is the run's clock when the mean return of the last 100 training
 episodes first reaches the target. The script does not care how ``rlgen run``
 executes the loop (host-driven, or one fused call per iteration since commit 50ad021);
@@ -556,9 +556,9 @@ def variant_spec(base: dict[str, Any], v: Variant, seed: int) -> dict[str, Any]:
 
 
 def run_variant(spec: dict[str, Any], workdir: Path, tag: str, target: float, timeout: float) -> Any:
-    """Train ``spec`` with ``rlgen run`` (rlgen.runtime.bench.run_policy); returns the run's
+    """Train ``spec`` with ``rlgen run`` (rlgen.app.bench.run_policy); returns the run's
     summary, the whole subprocess's seconds, and the run clock when the first iteration ended."""
-    from rlgen.runtime.bench import run_policy
+    from rlgen.app.bench import run_policy
 
     spec_path = workdir / f"{tag}.rl.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -582,7 +582,7 @@ def median_or_none(xs: Sequence[float | None], need_majority: bool = True) -> fl
 
 
 def part_b(args: argparse.Namespace, spec: dict[str, Any]) -> None:
-    from rlgen.runtime.bench import PARTS
+    from rlgen.runtime.clock import CATEGORIES as PARTS
 
     seeds = [int(s) for s in args.seeds.split(",")]
     n_small = int(spec["env"].get("num_envs", 1))

@@ -1,8 +1,5 @@
-"""``rlgen build`` and ``rlgen graph``: argument parsing and reporting only.
-
-Hooked into the main parser by ``register(sub, _deploy_args)`` in ``rlgen/cli.py``.
-Exit codes as ``validate``: 0 ok, 1 invalid spec (diagnostics printed), 2 usage or I/O error.
-"""
+"""``rlgen build`` and ``rlgen graph``: argument parsing and printing (:mod:`rlgen.app.build`
+does the work; neither imports TensorFlow or Horovod)."""
 
 from __future__ import annotations
 
@@ -10,97 +7,38 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlgen.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from rlgen.app.errors import UsageError
 
-
-def validated(args: argparse.Namespace):
-    """Validate ``args.spec`` with the deploy overrides; (result, exit code), diagnostics printed."""
-    from rlgen.api import validate_file
-    from rlgen.cli import deploy_overrides
-    from rlgen.dsl.report import REPORTERS
-
-    try:
-        result = validate_file(args.spec, **deploy_overrides(args))
-    except OSError as exc:
-        print(f"rlgen {args.command}: error: cannot read {args.spec}: {exc.strerror or exc}", file=sys.stderr)
-        return None, EXIT_USAGE
-    if not result.ok:
-        color = sys.stderr.isatty()
-        print(REPORTERS["text"](result.diagnostics, {result.file: result.text}, color), file=sys.stderr)
-        return None, EXIT_INVALID
-    return result, EXIT_OK
-
-
-def _is_auto(result, command: str) -> bool:
-    """``policy: auto`` names no cut to build or draw: say so (True) instead."""
-    from rlgen.codegen.policies import AUTO, POLICIES
-
-    if result.spec.deploy.policy != AUTO:
-        return False
-    print(
-        f"rlgen {command}: error: policy 'auto' is chosen when training (`rlgen run SPEC --policy auto`); "
-        f"give a named policy here: --policy {', '.join(POLICIES)}",
-        file=sys.stderr,
-    )
-    return True
+from .common import EXIT_OK, deploy_args, deployment
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from rlgen.codegen.build import BuildError, build
+    from rlgen.app.build import BuildRequest, build
 
-    result, code = validated(args)
-    if result is None:
-        return code
-    if _is_auto(result, "build"):
-        return EXIT_USAGE
-    out = Path(args.output) if args.output else Path("build") / result.spec.name
-    try:
-        done = build(result, out)
-    except BuildError as exc:
-        print(f"rlgen build: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    except OSError as exc:
-        print(f"rlgen build: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+    out = Path(args.output) if args.output else None
+    done = build(BuildRequest(Path(args.spec), out, deployment(args)))
     frags = ", ".join(f"{f.name} x{f.replicas}" for f in done.fdg.fragments)
-    print(f"{out}: policy {done.fdg.policy}, {done.fdg.workers} worker(s); fragments {frags}")
+    print(f"{done.out_dir}: policy {done.fdg.policy}, {done.fdg.workers} worker(s); fragments {frags}")
     return EXIT_OK
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from rlgen import __version__
-    from rlgen.codegen import dot
-    from rlgen.codegen.build import BuildError, fdg_of
+    from rlgen.app.build import GraphRequest, graph
 
-    result, code = validated(args)
-    if result is None:
-        return code
-    if _is_auto(result, "graph"):
-        return EXIT_USAGE
-    try:
-        fdg, _ = fdg_of(result)
-    except BuildError as exc:
-        print(f"rlgen graph: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    meta = {"version": __version__, "spec_file": Path(args.spec).name, "sha256": result.sha256}
-    data = dot.to_dot(fdg, meta).encode()
-    if args.format != "dot":
-        if args.format == "png" and not args.output and sys.stdout.isatty():
-            print("rlgen graph: error: a PNG is no text for a terminal; give -o FILE.png", file=sys.stderr)
-            return EXIT_USAGE
-        image = dot.render_image(data.decode(), args.format)
-        if image is None:
-            print(f"rlgen graph: error: {dot.INSTALL_GRAPHVIZ}", file=sys.stderr)
-            return EXIT_USAGE
-        data = image
+    if args.format == "png" and not args.output and sys.stdout.isatty():
+        raise UsageError("a PNG is no text for a terminal; give -o FILE.png")
+    data = graph(GraphRequest(Path(args.spec), args.format, deployment(args)))
     if args.output:
-        Path(args.output).write_bytes(data)
+        try:
+            Path(args.output).write_bytes(data)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.buffer.write(data)
     return EXIT_OK
 
 
-def register(sub, deploy_args) -> None:
+def register(sub) -> None:  # noqa: ANN001 - argparse's sub-parsers
     """Add ``build`` and ``graph`` to the ``rlgen`` sub-command parser."""
     p = sub.add_parser(
         "build",

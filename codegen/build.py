@@ -220,22 +220,3 @@ def build(result: Result, out_dir: str | Path | None = None, spec_file: str | No
         write_tree(out.files, Path(out_dir), key)
         out.out_dir = Path(out_dir)
     return out
-
-
-def build_file(
-    spec_path: str | Path,
-    out_dir: str | Path | None = None,
-    policy: str | None = None,
-    workers: int | None = None,
-    hosts: list[str] | None = None,
-) -> tuple[Result, Build | None]:
-    """Validate ``spec_path`` (with deploy overrides) and build it; ``Build`` is None if invalid.
-
-    With a policy other than the spec's and no ``workers``, the policy's minimum is used.
-    """
-    from rlgen.api import validate_file
-
-    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
-    if not result.ok:
-        return result, None
-    return result, build(result, out_dir)

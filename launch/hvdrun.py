@@ -8,7 +8,7 @@ TensorFlow imports, on every distributed run and every ``--policy auto`` measure
 (``python -m cProfile horovodrun --gloo -np 2 python -c pass``: 7.6 of its 8.4 s wait on
 that process). The answer cannot change until Horovod or TensorFlow is reinstalled.
 
-``python -m rlgen.runtime.hvdrun ARGS`` is ``horovodrun ARGS`` with that one check answered
+``python -m rlgen.launch.hvdrun ARGS`` is ``horovodrun ARGS`` with that one check answered
 by :func:`gloo_built`: the same C function (``horovod_gloo_built``), called through ctypes in a
 short process that loads TensorFlow's two shared libraries and Horovod's op library, but
 not TensorFlow's Python package (0.5 s), once per installation: the answer is kept in the

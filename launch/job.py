@@ -3,10 +3,11 @@
 The launcher never imports TensorFlow itself for distributed runs. It starts the
 generated rank entry (``python -m <package>.main``) on every rank under horovodrun,
 with the ranks' own output going to ``ranks/launch.log`` in the run directory, and
-keeps one :mod:`lifeline <rlgen.runtime.lifeline>` connection to every rank:
+keeps one :mod:`lifeline <rlgen.runtime.lifeline>` connection to every rank
+(:mod:`.watch`):
 
 * it draws rank 0's progress;
-* Ctrl-C asks every rank to stop cleanly (final checkpoint, exit 0); a second one aborts;
+* Ctrl-C or SIGTERM asks every rank to stop cleanly (final checkpoint); a second one aborts;
 * the first rank that fails or dies is the cause: the launcher names it (rank, host,
   reason), tells the others to abort, and ends the job within seconds;
 * if the launcher itself is killed, the ranks notice and stop.
@@ -21,30 +22,24 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .hosts import GLOO_TIMEOUT, Cluster, HostError, lifeline_bind, preflight
-from .lifeline import LOST_BEATS, Switchboard
-from .progress import Progress
+from rlgen.runtime.rundir import RunDir
 
-#: Seconds the other ranks get to end after one failed, before the job is terminated.
-FAILURE_GRACE = 5.0
-#: Seconds a rank's report that it lost a peer waits for that peer's own report (which names
-#: the rank that failed first) before it is taken as the cause.
-SECONDARY_WAIT = 2.0
-#: Seconds all ranks get to connect to the launcher once horovodrun started them.
-START_TIMEOUT = 300.0
-#: Seconds between lifeline beats on a job that spans hosts (see rlgen.runtime.lifeline).
-BEAT_S = 2.0
+from .hosts import Cluster, HostError, lifeline_bind, preflight
+from .watch import STOPS, Job
 
 
 class LaunchError(Exception):
     """A run that could not start or did not finish: the message says which rank and why."""
+
+
+class Aborted(LaunchError):
+    """A second Ctrl-C or SIGTERM ended the job before its ranks stopped cleanly."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +79,8 @@ class BuildInfo:
 
 def horovod_command(info: BuildInfo, cluster: Cluster, rank_args: list[str]) -> list[str]:
     """``horovodrun --gloo -np N -H hosts [ssh/interface options] python -m <package>.main ...``,
-    through :mod:`rlgen.runtime.hvdrun` (horovodrun itself, less its 4-second Gloo check)."""
-    cmd = [sys.executable, "-m", "rlgen.runtime.hvdrun", "--gloo", *cluster.horovodrun_args(info.workers)]
+    through :mod:`rlgen.launch.hvdrun` (horovodrun itself, less its 4-second Gloo check)."""
+    cmd = [sys.executable, "-m", "rlgen.launch.hvdrun", "--gloo", *cluster.horovodrun_args(info.workers)]
     return [*cmd, sys.executable, "-m", f"{info.package}.main", *rank_args]
 
 
@@ -100,57 +95,43 @@ def describe(info: BuildInfo, cmd: list[str] | None) -> str:
     return "\n".join(lines)
 
 
-def update_run_json(run_dir: Path, drop: tuple[str, ...] = (), **fields) -> None:
-    """Set ``fields`` in the run's ``run.json`` and remove the keys in ``drop`` (written
-    whole, then moved into place)."""
-    path = run_dir / "run.json"
-    doc = json.loads(path.read_text()) if path.exists() else {}
-    doc.update(fields)
-    for key in drop:
-        doc.pop(key, None)
-    tmp = path.with_name(".run.json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def record_build(run_dir: Path, info: BuildInfo) -> None:
+def record_build(run_dir: RunDir, info: BuildInfo) -> None:
     """Point ``run.json`` at the build the run goes on with (``--policy auto`` switched to it),
     so that a later ``--resume`` runs that build."""
-    update_run_json(run_dir, build_dir=str(info.build_dir.resolve()), policy=info.policy, workers=info.workers)
+    run_dir.update(build_dir=str(info.build_dir.resolve()), policy=info.policy, workers=info.workers)
     for name in ("spec.resolved.json", "plan.json"):
-        shutil.copyfile(info.build_dir / name, run_dir / name)
+        shutil.copyfile(info.build_dir / name, run_dir.path / name)
 
 
-def prepare_run_dir(run_dir: Path, info: BuildInfo, resume: bool) -> None:
+def prepare_run_dir(run_dir: RunDir, info: BuildInfo, resume: bool) -> None:
     """Create the run directory with the resolved spec and the plan (or check it, on resume).
 
     Per-launch state (``ranks/``: pids, errors, logs of the previous launch) is cleared, so a
     resumed run never mistakes the failure it recovers from for a new one.
     """
     if resume:
-        if not (run_dir / "run.json").is_file():
-            raise LaunchError(f"--resume: {run_dir} is not a run directory (no run.json)")
-        if not os.access(run_dir, os.W_OK):
-            raise LaunchError(f"run directory {run_dir} is not writable")
-        shutil.rmtree(run_dir / "ranks", ignore_errors=True)
-        update_run_json(run_dir, drop=("error",))  # the failure this launch recovers from
+        if not run_dir.is_run():
+            raise LaunchError(f"--resume: {run_dir.path} is not a run directory (no run.json)")
+        if not os.access(run_dir.path, os.W_OK):
+            raise LaunchError(f"run directory {run_dir.path} is not writable")
+        shutil.rmtree(run_dir.ranks, ignore_errors=True)
+        run_dir.update(drop=("error",))  # the failure this launch recovers from
         return
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise LaunchError(f"run directory {run_dir} exists and is not empty; choose another or use --resume")
+    if not run_dir.fresh():
+        raise LaunchError(f"run directory {run_dir.path} exists and is not empty; choose another or use --resume")
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.path.mkdir(parents=True, exist_ok=True)
         for name in ("spec.resolved.json", "plan.json"):
-            shutil.copyfile(info.build_dir / name, run_dir / name)
-        doc = {
-            "name": info.name,
-            "status": "starting",
-            "build_dir": str(info.build_dir.resolve()),
-            "policy": info.policy,
-            "workers": info.workers,
-        }
-        (run_dir / "run.json").write_text(json.dumps(doc, indent=2) + "\n")
+            shutil.copyfile(info.build_dir / name, run_dir.path / name)
+        run_dir.update(
+            name=info.name,
+            status="starting",
+            build_dir=str(info.build_dir.resolve()),
+            policy=info.policy,
+            workers=info.workers,
+        )
     except OSError as exc:
-        raise LaunchError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
+        raise LaunchError(f"cannot write the run directory {run_dir.path}: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
@@ -172,11 +153,15 @@ def quiet_stderr(log: Path, verbose: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def run_in_process(info: BuildInfo, rank_args: list[str], run_dir: Path, verbose: bool = False) -> None:
-    """Run a single-process build here (imports TensorFlow)."""
-    from .tfimport import TF_LOG_ENV
+def run_in_process(
+    info: BuildInfo, rank_args: list[str], run_dir: RunDir, verbose: bool = False, profile: Any = None
+) -> None:
+    """Run a single-process build here (imports TensorFlow). ``profile``: ``--policy auto``'s
+    (:mod:`rlgen.runtime.trial`), handed to the rank as a value."""
+    from rlgen.runtime.failures import failure_reason
+    from rlgen.runtime.tfimport import TF_LOG_ENV
 
-    log = run_dir / "ranks" / "launch.log"
+    log = run_dir.launch_log
     if verbose:  # TensorFlow's native lines where they are written, the import's too
         os.environ["RLGEN_TF_VERBOSE"] = "1"
     else:
@@ -188,234 +173,59 @@ def run_in_process(info: BuildInfo, rank_args: list[str], run_dir: Path, verbose
             for mod in [m for m in sys.modules if m == info.package or m.startswith(info.package + ".")]:
                 del sys.modules[mod]
             main = importlib.import_module(f"{info.package}.main")
-            main.main(rank_args)
+            from rlgen.runtime.rank import run_rank
+
+            # what the generated main() does, with the profile passed as a value
+            run_rank(main.RUN, main.ROLES, main.RUNNERS, rank_args, description=info.name, profile=profile)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # the rank recorded it in ranks/0.error; report it in one line
-        error = run_dir / "ranks" / "0.error"
+        error = run_dir.rank_file(0, "error")
         if error.is_file():
-            raise LaunchError(f"training failed: {error.read_text().splitlines()[0]} (details: {error})") from exc
-        raise LaunchError(
-            f"the build's code failed before training started: {type(exc).__name__}: {exc} "
-            f"(build {info.build_dir}; RLGEN_DEBUG=1 shows the traceback)"
-        ) from exc
+            message = f"training failed: {error.read_text().splitlines()[0]} (details: {error})"
+        elif run_dir.rank_file(0, "pid").is_file():  # the session started, and could not write its error
+            message = f"training failed: {failure_reason(exc)} (run directory {run_dir.path})"
+        else:
+            message = (
+                f"the build's code failed before training started: {failure_reason(exc)} "
+                f"(build {info.build_dir}; RLGEN_DEBUG=1 shows the traceback)"
+            )
+        mark_failed(run_dir, message)
+        raise LaunchError(message) from exc
     finally:
         sys.path.remove(build)
 
 
-class _Job:
-    """One horovodrun job watched through the lifeline."""
-
-    def __init__(
-        self, info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool, cluster: Cluster, bind: str
-    ) -> None:
-        self.info, self.run_dir = info, run_dir
-        self.rank_hosts = cluster.rank_hosts(info.workers)
-        self.spans_hosts = bool(cluster.remote())
-        self.board = Switchboard(bind, beat=BEAT_S if self.spans_hosts else 0.0)
-        self.log_path = run_dir / "ranks" / "launch.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # the build's package, then the directory rlgen runs from (where a spec's custom parts --
-        # env factory, wrappers, networks, components -- are importable under `single`, as
-        # `python -m` puts it on the path), then the user's own path
-        path = [str(info.build_dir.resolve()), os.getcwd(), os.environ.get("PYTHONPATH", "")]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in path if p)),
-            # what TensorFlow's import writes natively (rlgen.runtime.tfimport), beside the rest
-            "RLGEN_TF_LOG": str(self.log_path.resolve()),
-            "PYTHONUNBUFFERED": "1",
-            # Horovod's background cycle bounds each collective's latency; 0.2 ms instead of its
-            # default 1 ms measured 1.2-3x more steps/s for every distributed policy here (rlgen bench).
-            "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "0.2"),
-        }
-        if self.spans_hosts:
-            env["RLGEN_LIFELINE_BEAT"] = str(BEAT_S)
-            # a rank whose peer's host is gone stops waiting after this (Horovod's default: 30 s)
-            env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", str(GLOO_TIMEOUT))
-        cmd = [*cmd, "--lifeline", self.board.address]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=info.build_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        self.progress = Progress(0, enabled=not quiet)
-        self.cause: str | None = None
-        self.failed_at: float | None = None
-        self.secondary: tuple[str, float] | None = None  # a consequence, waiting for its cause
-        self.interrupts = 0  # Ctrl-Cs acted on
-        self.signals = 0  # Ctrl-Cs received (on_sigint): acted on between polls, never mid-step
-
-    def watch(self) -> int:
-        started = time.monotonic()
-        while True:
-            events = self.board.poll(0.2)  # a Ctrl-C meanwhile is counted by on_sigint
-            while self.interrupts < self.signals:
-                self._interrupt()
-            for event in events:
-                self._handle(event)
-            code = self.proc.poll()
-            if code is not None:
-                # read what the ranks said just before the end
-                for event in self.board.poll(0.05):
-                    self._handle(event)
-                return code
-            for rank in self.board.silent():
-                self._fail(
-                    f"rank {rank}{self._where(rank)} has not been heard from for {BEAT_S * LOST_BEATS:.0f} s "
-                    "(its host is down or cut off from this one)"
-                )
-            if self.secondary is not None and time.monotonic() - self.secondary[1] > SECONDARY_WAIT:
-                self._fail(self.secondary[0])
-            if self.failed_at is not None and time.monotonic() - self.failed_at > FAILURE_GRACE:
-                return self._terminate()
-            if len(self.board.ranks) < self.info.workers and time.monotonic() - started > START_TIMEOUT:
-                self.cause = self.cause or f"only {len(self.board.ranks)} of {self.info.workers} ranks started"
-                return self._terminate()
-
-    def on_sigint(self, signum: int, frame: object) -> None:
-        """SIGINT's handler while watching: counted here, acted on by :meth:`watch` between polls.
-        Raising KeyboardInterrupt instead could land anywhere in the loop (handling an event,
-        reading the last ones): the launcher left before the ranks' clean stop, with status 130."""
-        self.signals += 1
-
-    def _handle(self, event) -> None:
-        where = self._where(event.rank)
-        if event.kind == "hello" and len(self.board.ranks) == self.info.workers:
-            # where each rank runs, as it says itself (hostname, pid)
-            placed = {str(r): {"host": st.host, "pid": st.pid} for r, st in sorted(self.board.ranks.items())}
-            with contextlib.suppress(OSError, ValueError):
-                update_run_json(self.run_dir, ranks=placed)
-        if event.kind == "progress":
-            self.progress.total = int(event.payload.get("total", 0))
-            self.progress.update(event.payload.get("record", {}), final=bool(event.payload.get("final")))
-        elif event.kind == "note":
-            self.progress.note(str(event.payload.get("text", "")))
-        elif event.kind == "summary":
-            self.progress.finish(event.payload.get("summary", {}))
-        elif event.kind == "error":
-            cause = f"rank {event.rank}{where} failed: {event.payload.get('reason', 'unknown error')}"
-            if not event.payload.get("secondary"):
-                self._fail(cause)
-            elif self.secondary is None:
-                self.secondary = (cause, time.monotonic())
-        elif event.kind == "died":
-            self._fail(
-                f"rank {event.rank}{where} died without reporting an error (killed by a signal or out of memory)"
-            )
-
-    def _where(self, rank: int) -> str:
-        """`` on host H`` for a job that spans hosts ("" when every rank runs here)."""
-        if not self.spans_hosts:
-            return ""
-        state = self.board.ranks.get(rank)
-        named = state.host if state is not None and state.host else ""
-        planned = self.rank_hosts[rank] if rank < len(self.rank_hosts) else ""
-        return f" on host {planned}" + (f" ({named})" if named and named != planned else "")
-
-    def _fail(self, cause: str) -> None:
-        if self.cause is None:
-            self.cause = cause
-            self.failed_at = time.monotonic()
-            self.board.tell("abort")
-
-    def _interrupt(self) -> None:
-        self.interrupts += 1
-        if self.interrupts == 1:
-            self.progress.note(
-                "interrupted: the ranks finish this iteration and write a checkpoint (Ctrl-C again to abort)"
-            )
-            self.board.tell("interrupt")
-        else:
-            self.cause = self.cause or "aborted by a second Ctrl-C"
-            self.board.tell("abort")
-            self.failed_at = self.failed_at or time.monotonic() - FAILURE_GRACE
-
-    def _terminate(self) -> int:
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                return self.proc.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.proc.wait()
-
-    def report(self, code: int) -> str | None:
-        """The failure message, or None when every rank finished."""
-        if self.cause is None and self.secondary is not None:
-            self.cause = self.secondary[0]
-        if self.cause is None and code == 0:
-            return None
-        if self.cause is None:
-            missing = sorted(set(range(self.info.workers)) - set(self.board.ranks))
-            if missing:
-                where = "".join(self._where(r) for r in missing[:1])
-                self.cause = f"rank(s) {', '.join(map(str, missing))}{where} never started: {self._log_hint(missing)}"
-            else:
-                self.cause = f"horovodrun exited with status {code}"
-        stopped = [
-            r for r, s in self.board.ranks.items() if s.ended != "done" and not self.cause.startswith(f"rank {r} ")
-        ]
-        others = f"; {len(stopped)} other rank(s) stopped with it" if stopped else ""
-        return f"{self.cause}{others} (log: {self.log_path})"
-
-    def _log_hint(self, ranks: list[int]) -> str:
-        """The last line a rank (or horovodrun) wrote, from the job's log."""
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return "no output"
-        for rank in ranks:
-            mine = [
-                ln.split(":", 1)[1].strip() for ln in lines if ln.startswith((f"[{rank}]<stderr>", f"[{rank}]<stdout>"))
-            ]
-            mine = [ln for ln in mine if ln]
-            if mine:
-                return mine[-1]
-        text = [ln.strip() for ln in lines if ln.strip()]
-        return text[-1] if text else "no output"
-
-    def close(self) -> None:
-        self.board.close()
-
-
 def run_distributed(
-    info: BuildInfo, cmd: list[str], run_dir: Path, quiet: bool = False, cluster: Cluster | None = None
+    info: BuildInfo, cmd: list[str], run_dir: RunDir, quiet: bool = False, cluster: Cluster | None = None
 ) -> None:
-    """Run the ranks under horovodrun and watch them through the lifeline (see the module docstring).
-    A job that spans hosts is checked first (:func:`rlgen.runtime.hosts.preflight`)."""
+    """Run the ranks under horovodrun and watch them through the lifeline (:mod:`.watch`).
+    A job that spans hosts is checked first (:func:`rlgen.launch.hosts.preflight`)."""
     cluster = cluster or Cluster(info.hosts)
     try:
-        bind = lifeline_bind(cluster, preflight(cluster, info.workers, info.build_dir, run_dir))
+        bind = lifeline_bind(cluster, preflight(cluster, info.workers, info.build_dir, run_dir.path))
     except HostError as exc:
-        _mark_failed(run_dir, str(exc))
+        mark_failed(run_dir, str(exc))
         raise LaunchError(str(exc)) from None
     if cluster.remote():
-        update_run_json(run_dir, cluster=cluster.record())
-    job = _Job(info, cmd, run_dir, quiet, cluster, bind)
-    # Ctrl-C (SIGINT) stops the run cleanly even where it started with SIGINT ignored (a
-    # background job of a non-interactive shell), as under `single`, whose session installs its own
-    previous = signal.signal(signal.SIGINT, job.on_sigint)
+        run_dir.update(cluster=cluster.record())
+    job = Job(info, cmd, run_dir, quiet, cluster, bind)
+    # Ctrl-C (SIGINT) and SIGTERM stop the run cleanly, even where it started with SIGINT ignored
+    # (a background job of a non-interactive shell), as under `single`, whose session does the same
+    previous = {sig: signal.signal(sig, job.on_signal) for sig in STOPS}
     try:
         code = job.watch()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         job.close()
     message = job.report(code)
     if message is not None:
-        _mark_failed(run_dir, message)
-        raise LaunchError(message)
+        mark_failed(run_dir, message)
+        raise (Aborted if job.aborted else LaunchError)(message)
 
 
-def _mark_failed(run_dir: Path, message: str) -> None:
+def mark_failed(run_dir: RunDir, message: str) -> None:
     """``run.json`` says ``failed`` with the launcher's message (rank 0 may not have lived to say it)."""
     with contextlib.suppress(OSError, ValueError):
-        update_run_json(run_dir, status="failed", error=message)
+        run_dir.update(status="failed", error=message)

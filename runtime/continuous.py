@@ -335,7 +335,7 @@ class CompiledActor:
         return self._random(np.int32(batch))[0]
 
     def deterministic_fn(self) -> Callable[[np.ndarray], np.ndarray]:
-        """:meth:`deterministic` as a plain function (e.g. for :func:`rlgen.runtime.evaluate.evaluate`)."""
+        """:meth:`deterministic` as a plain function (e.g. for :func:`rlgen.runtime.evaluation.episodes.evaluate`)."""
         return self.deterministic
 
 

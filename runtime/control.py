@@ -29,13 +29,13 @@ from .channels import Mesh, Stopped, pack, unpack
 #: Channel tags of the control messages (generated transfers use small tags).
 REPORT, VERDICT, BEGIN = 60_000, 60_001, 60_002
 #: Stop reasons as verdict headers (0: go on). ``switch``: the run goes on under another policy
-#: (``--policy auto``: a tried policy ran slower than ``single``).
-REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0", "switch")
+#: (``--policy auto``: a tried policy ran slower than ``single``); ``terminated``: SIGTERM.
+REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0", "switch", "terminated")
 
 Episodes = list[tuple[float, int]]
 
 
-#: How many per-part times (seconds, in rlgen.runtime.session.CATEGORIES order) a report carries.
+#: How many per-part times (seconds, in rlgen.runtime.clock.CATEGORIES order) a report carries.
 PARTS = 7
 
 

@@ -1,7 +1,7 @@
 """The exported policy: a SavedModel whose ``act(obs)`` maps a float32 batch of observations
 to the policy's deterministic actions (``policy/`` and ``policy-best/`` of a run directory,
 what ``rlgen eval`` loads). Rank 0 exports it, and so does the evaluator process
-(:mod:`rlgen.runtime.evalworker`) from its own copy of the policy.
+(:mod:`rlgen.runtime.evaluation.process`) from its own copy of the policy.
 """
 
 from __future__ import annotations

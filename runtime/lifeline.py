@@ -8,8 +8,8 @@ which rank died first, not when to stop cleanly. The lifeline does:
   to a log file), ``error`` (a one-line reason) and ``done`` when it ends. A rank
   whose connection closes without ``error`` or ``done`` died from outside (a signal,
   out of memory): the launcher knows which one, at once, whatever the others report.
-* **launcher → ranks**: ``interrupt`` (Ctrl-C: finish the iteration, write a final
-  checkpoint, exit 0) and ``abort`` (another rank failed: exit now; the last
+* **launcher → ranks**: ``interrupt`` (Ctrl-C) and ``terminate`` (SIGTERM): finish the
+  iteration, write a final checkpoint, exit 0; and ``abort`` (another rank failed: exit now; the last
   checkpoint stays as it is).
 * **launcher gone**: when the launcher dies (even by SIGKILL) the kernel closes its
   sockets; every rank sees end-of-file, stops cleanly if it can and exits within
@@ -104,6 +104,8 @@ class Lifeline:
                 msg = json.loads(raw)
                 if msg.get("kind") == "interrupt":
                     self._on_interrupt("interrupted")
+                elif msg.get("kind") == "terminate":
+                    self._on_interrupt("terminated")
                 elif msg.get("kind") == "abort":
                     os._exit(EXIT_ABORTED)
         except (OSError, ValueError):
@@ -186,7 +188,7 @@ class Switchboard:
         return [r for r, s in self.ranks.items() if not s.ended and self._heard.get(r, limit) < limit]
 
     def tell(self, kind: str, **payload: Any) -> None:
-        """Send ``interrupt``, ``abort`` or ``beat`` to every connected rank."""
+        """Send ``interrupt``, ``terminate``, ``abort`` or ``beat`` to every connected rank."""
         for conn, state in list(self._conns.items()):
             if state.get("rank") is None:
                 continue

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -14,6 +16,13 @@ def _duration(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to the working directory where it is below it."""
+    with contextlib.suppress(ValueError, OSError):
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    return str(path)
 
 
 def _num(value: Any, fmt: str = "{:.1f}") -> str:
@@ -96,10 +105,12 @@ class Progress:
         ret = summary.get("mean_return")
         final = summary.get("final_eval") or {}
         evaluated = f", final eval {final['mean_return']:.1f}" if final.get("mean_return") is not None else ""
+        built = summary.get("build_dir")
+        built = f" (build {_shown_path(built)})" if built else ""
         self.stream.write(
             f"done ({summary.get('stop_reason')}): {summary.get('env_steps'):,} env steps in "
             f"{summary.get('elapsed', 0):.1f} s, mean return {_num(ret)}{evaluated}; "
-            f"run directory {summary.get('run_dir')}\n"
+            f"run directory {summary.get('run_dir')}{built}\n"
         )
         self.stream.flush()
 

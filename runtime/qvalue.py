@@ -135,7 +135,7 @@ class QActor:
         return self._greedy(obs)[0]
 
     def greedy_fn(self) -> Callable[[np.ndarray], np.ndarray]:
-        """``greedy`` as a plain function (e.g. for :func:`rlgen.runtime.evaluate.evaluate`)."""
+        """``greedy`` as a plain function (e.g. for :func:`rlgen.runtime.evaluation.episodes.evaluate`)."""
         return self.greedy
 
 

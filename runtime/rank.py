@@ -16,16 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rlgen.machine import local_cores
 
-from . import evalworker, p2p
+from . import p2p
 from .channels import Mesh, Stopped, connect
 from .control import CONTROLS, LocalControl
+from .evaluation import process, schedule
 from .lifeline import Lifeline
 from .progress import Progress, RemoteProgress
-from .session import RunConfig, Session, configure_tensorflow, default_run_dir, intra_op_threads
+from .rundir import default_run_dir
+from .session import RunConfig, Session
+from .trial import Profile, parse_trial
 
 Runner = Callable[[Session, int], None]
-#: Set by ``--policy auto`` before it runs a build in this process: (K, hook), see Session.
-PROFILE: tuple[int, Callable[[list[dict], bool], bool | None]] | None = None
 
 
 def _parser(description: str) -> argparse.ArgumentParser:
@@ -56,13 +57,6 @@ def _channels(rank: int, size: int, lifeline: Lifeline | None) -> Mesh:
     return connect(rank, size, peers, advertise, exchange)
 
 
-def _trial(value: str | None) -> tuple[float, int, float] | None:
-    if not value:
-        return None
-    floor, iterations, seconds = value.split(":")
-    return float(floor), int(iterations), float(seconds)
-
-
 def run_rank(
     run: RunConfig,
     roles: Mapping[int, str],
@@ -72,20 +66,25 @@ def run_rank(
     control: str = "lockstep",
     collectives: bool = True,
     description: str = "",
+    profile: Profile | None = None,
 ) -> None:
     """Parse the rank's arguments, start Horovod and the channels (``distributed``), run this
     rank's role. ``control`` is how ranks agree on stopping (``lockstep``, ``aligned`` or
     ``stream``, see :mod:`rlgen.runtime.control`); without ``collectives`` in the loop,
-    Horovod stops once the channels are up."""
+    Horovod stops once the channels are up. ``profile``: ``--policy auto``'s, for a run in the
+    launcher's own process (:mod:`rlgen.runtime.trial`)."""
+    from .tfutil import configure_threads
+
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
     # horovodrun names each process's rank and its host's ranks before Horovod starts
     own = int(os.environ.get("HOROVOD_RANK", "0")) if distributed else 0
     local = int(os.environ.get("HOROVOD_LOCAL_SIZE", "1")) if distributed else 1
-    threads = configure_tensorflow(intra_op_threads(run, roles.get(own, ""), local_cores(), local))
-    if own == 0 and run.eval_every and run.eval_deterministic and not args.calibrate:
+    threads = configure_threads(1, run.intra_op_threads(roles.get(own, ""), local_cores(), local))
+    forked = None
+    if schedule.wanted(run, own, args.calibrate):
         # before any op runs: the evaluator shares this import of TensorFlow, and builds its
         # own copy of the policy by rank 0's role
-        evalworker.prefork(functools.partial(evalworker.policy_of, runners[roles[0]]))
+        forked = process.prefork(functools.partial(process.policy_of, runners[roles[0]]))
     if distributed:
         from . import comm
 
@@ -129,10 +128,11 @@ def run_rank(
             progress=progress,
             lifeline=lifeline,
             control=ctl,
-            profile=None if distributed else PROFILE,
+            profile=None if distributed else profile,
             calibrate=args.calibrate,
             threads=threads,
-            trial=_trial(args.trial),
+            trial=parse_trial(args.trial),
+            evaluator=forked,
         )
         for reason in pending:
             session.request_stop(reason)

@@ -1,7 +1,9 @@
-"""TensorFlow process settings and a low-overhead way to call a compiled function.
+"""TensorFlow process settings (the one place a process's thread pools are set) and a
+low-overhead way to call a compiled function.
 
 Calling a ``tf.function`` from Python costs far more than the arithmetic of a small
-network (see DESIGN.md, "Facts measured on this machine"): the polymorphic
+network (about 0.5 ms with a tensor argument and 1 ms with a numpy one for a 64x64 MLP on a
+2-core machine, docs/benchmarks.md): the polymorphic
 dispatcher binds arguments and looks up the trace, the concrete function binds again,
 and only then does the runtime run the graph. :func:`flat_caller` skips the two
 Python binding layers for functions with a fixed ``input_signature``.
@@ -10,6 +12,7 @@ Python binding layers for functions with a fixed ``input_signature``.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,18 +24,32 @@ from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
 FlatCall = Callable[..., Sequence[tf.Tensor]]
 
 
-def configure_threads(inter_op: int = 1, intra_op: int = 1) -> None:
-    """Set TensorFlow's thread pools; must run before TensorFlow executes any op.
+def configure_threads(inter_op: int = 1, intra_op: int = 1) -> dict[str, int]:
+    """Set TensorFlow's thread pools, unless ``TF_NUM_INTEROP_THREADS`` /
+    ``TF_NUM_INTRAOP_THREADS`` say otherwise; must run before TensorFlow executes any op.
+    Returns the pools' sizes as set (``run.json`` records rank 0's); if the runtime is already
+    initialised, it keeps its pools and their sizes are returned.
 
-    On small networks, one inter-op and one intra-op thread are fastest: there is no
-    parallel work worth a thread hand-off (measured in ``benchmarks/ppo_core.py``).
-    Does nothing (instead of raising) if the runtime is already initialised.
+    For small networks a thread hand-off costs more than it saves (a fused 64x64 actor-critic
+    call: 0.30 ms with the default pools, 0.10 ms with one thread each, on a 2-core machine;
+    ``benchmarks/ppo_core.py``); a heavy update is given more
+    (:meth:`rlgen.runtime.session.RunConfig.intra_op_threads`).
     """
+    wanted = {
+        "inter_op": int(os.environ.get("TF_NUM_INTEROP_THREADS") or inter_op),
+        "intra_op": int(os.environ.get("TF_NUM_INTRAOP_THREADS") or intra_op),
+    }
     try:
-        tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-        tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-    except RuntimeError:
-        pass
+        if "TF_NUM_INTEROP_THREADS" not in os.environ:
+            tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+        if "TF_NUM_INTRAOP_THREADS" not in os.environ:
+            tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+    except RuntimeError:  # TensorFlow already initialised its pools: keep them
+        wanted = {
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        }
+    return wanted
 
 
 def flat_caller(fn: Any) -> FlatCall:

@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 @pytest.fixture(autouse=True)
 def _own_speed_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own cache of measured speeds (rlgen.runtime.history): what one test's runs
+    """Each test its own cache of measured speeds (rlgen.app.history): what one test's runs
     measured must not steer another's ``--policy auto``."""
     monkeypatch.setenv("RLGEN_CACHE_DIR", str(tmp_path_factory.mktemp("rlgen-cache")))
 

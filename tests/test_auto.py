@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from rlgen.codegen.policies import POLICIES
-from rlgen.runtime.auto import Candidate, Chooser, Profile, predict, ranked
-from rlgen.runtime.history import History, key_of
+from rlgen.app.auto import Chooser
+from rlgen.app.costmodel import Candidate, Profile, predict, ranked
+from rlgen.app.history import History, key_of
 
 from conftest import ROOT
 

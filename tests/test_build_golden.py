@@ -118,7 +118,7 @@ def test_generated_modules_compile(tmp_path):
 
 def test_build_never_imports_tensorflow_or_horovod():
     code = (
-        "import sys; from rlgen.codegen.build import build_file;"
+        "import sys; from rlgen.api import build_file;"
         f"build_file({str(ROOT / 'examples' / 'ppo-cartpole.rl.yaml')!r}, policy='multi-learner', workers=2);"
         "assert 'tensorflow' not in sys.modules and 'horovod' not in sys.modules"
     )

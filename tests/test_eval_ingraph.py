@@ -1,5 +1,5 @@
 """Evaluation of an in-graph env (``backend: tensorflow``) in the graph: every episode at
-once, policy and env in one compiled loop (rlgen.runtime.evaluate.PolicyEvaluation).
+once, policy and env in one compiled loop (rlgen.runtime.evaluation.episodes.PolicyEvaluation).
 Its returns are those of stepping the same seeded envs one step at a time, they depend
 on the policy's weights alone, and the generated run hands the backend to it."""
 
@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from rlgen.runtime.envs import env_seed  # noqa: E402
-from rlgen.runtime.evaluate import EVAL_RANK, PolicyEvaluation  # noqa: E402
+from rlgen.runtime.evaluation.episodes import EVAL_RANK, PolicyEvaluation  # noqa: E402
 from rlgen.runtime.tfenvs import make_tf_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The evaluator process (rlgen.runtime.evalworker): forked from a process whose TensorFlow
+"""The evaluator process (rlgen.runtime.evaluation.process): forked from a process whose TensorFlow
 has not run yet, started afresh otherwise; either way it evaluates a weight snapshot to the
 returns the evaluating process itself gets, and exports the policy it evaluated. A forked
 process given a builder makes its own copy of the policy (no template is exported for it);
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rlgen.runtime import evalworker
+from rlgen.runtime.evaluation import process
 
 from conftest import ROOT
 
@@ -32,8 +32,8 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     import tensorflow as tf
-    from rlgen.runtime import evalworker
-    from rlgen.runtime.evaluate import PolicyEvaluation
+    from rlgen.runtime.evaluation import process
+    from rlgen.runtime.evaluation.episodes import PolicyEvaluation
 
     run_dir = Path(sys.argv[1])
     (run_dir / "ranks").mkdir(parents=True)
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(
 
     if sys.argv[2] == "ran":
         tf.constant(1.0) + 1.0  # TensorFlow runs: a fork could not use it
-    evalworker.prefork(make_policy if sys.argv[4] == "builds" else None)
+    forked = process.prefork(make_policy if sys.argv[4] == "builds" else None)
     policy = make_policy()
 
     class Exported(tf.Module):
@@ -65,7 +65,7 @@ SCRIPT = textwrap.dedent(
         templates.append(str(target))
         tf.saved_model.save(exported, str(target))
 
-    evaluator = evalworker.Evaluator(run_dir, env, 4, 7, lead=1, export=export)
+    evaluator = process.Evaluator(run_dir, env, 4, 7, lead=1, export=export, forked=forked)
     policy.network.trainable_variables[0].assign_add(tf.ones_like(policy.network.trainable_variables[0]))
     evaluator.request(policy, 100, 1)  # the weights as they are now, not the template's
     steps, mean, _ = evaluator.collect()
@@ -104,7 +104,7 @@ def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(
     assert out["steps"] == 100 and out["mean"] == out["here"]
     assert out["best"] == out["here"]  # the exported policy is the snapshot's
     assert out["templates"] == (0 if started == "forked" and builds == "builds" else 1)
-    assert out["nicer"] == (evalworker.EVAL_NICE if nice is None else int(nice))
+    assert out["nicer"] == (process.EVAL_NICE if nice is None else int(nice))
     assert (tmp_path / "run" / "ranks" / "eval.log").read_text() == ""  # nothing went wrong in it
 
 
@@ -112,11 +112,11 @@ def test_the_evaluator_process_evaluates_a_snapshot_as_the_run_would(
 def test_a_bad_rlgen_eval_nice_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("RLGEN_EVAL_NICE", value)
     with pytest.raises(ValueError, match=rf"RLGEN_EVAL_NICE='{re.escape(value)}': give a whole number from 0"):
-        evalworker.niceness()
+        process.niceness()
 
 
 def test_policy_of_runs_a_role_up_to_its_attach_and_no_further() -> None:
-    from rlgen.runtime.evalworker import policy_of
+    from rlgen.runtime.evaluation.process import policy_of
 
     built: list[str] = []
 

@@ -1,4 +1,4 @@
-"""The speeds a machine measured for a spec (rlgen.runtime.history) and ``--policy auto``'s use of them."""
+"""The speeds a machine measured for a spec (rlgen.app.history) and ``--policy auto``'s use of them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from rlgen.runtime import history as hist
-from rlgen.runtime.auto import Candidate, Chooser
-from rlgen.runtime.history import History, key_of, speed_of
+from rlgen.app import history as hist
+from rlgen.app.auto import Chooser
+from rlgen.app.costmodel import Candidate
+from rlgen.app.history import History, key_of, speed_of
 
 SPEC = {
     "name": "s",

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rlgen.dsl.hosts import HostfileError, read_hostfile
+from rlgen.launch.hosts import Cluster, HostError, is_local, preflight
 from rlgen.runtime import lifeline
-from rlgen.runtime.hosts import Cluster, HostError, is_local, preflight
 
 from conftest import ROOT
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hostsupport import TestHosts
 
-from rlgen.runtime.bench import speed_only
+from rlgen.app.bench import speed_only
 
 from conftest import ROOT
 

@@ -54,7 +54,7 @@ def test_a_probe_that_cannot_load_the_library_gives_no_answer(tmp_path):
 def test_the_launcher_runs_ranks_as_horovodrun_does(tmp_path):
     script = "import os; print('rank', os.environ['HOROVOD_RANK'], 'of', os.environ['HOROVOD_SIZE'])"
     out = subprocess.run(
-        [sys.executable, "-m", "rlgen.runtime.hvdrun", "--gloo", "-np", "2", "-H", "localhost:2",
+        [sys.executable, "-m", "rlgen.launch.hvdrun", "--gloo", "-np", "2", "-H", "localhost:2",
          sys.executable, "-c", script],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={**os.environ, "RLGEN_CACHE_DIR": str(tmp_path)},

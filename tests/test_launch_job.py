@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rlgen.runtime.launch import BuildInfo, LaunchError, prepare_run_dir
+from rlgen.launch.job import BuildInfo, LaunchError, prepare_run_dir
 from rlgen.runtime.lifeline import EXIT_ABORTED, Event, Switchboard
 from rlgen.runtime.progress import Progress
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgen.runtime.plot import groups, plot, read_run
+from rlgen.app.plot import groups, plot, read_run
 
 pytest.importorskip("matplotlib")
 

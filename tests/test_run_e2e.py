@@ -234,7 +234,7 @@ def _launch(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.Popen:
 
 
 def _ranks_of(run_dir: Path, ranks_only: bool = False) -> list[int]:
-    """pids of a run's processes: the launcher (rlgen.runtime.hvdrun), its wrappers and the ranks
+    """pids of a run's processes: the launcher (rlgen.launch.hvdrun), its wrappers and the ranks
     (``ranks_only``: the Python rank processes), found by their command line, which names the run
     directory."""
     out = []
@@ -331,7 +331,7 @@ def test_resume_after_a_killed_rank_continues_from_the_last_checkpoint(tmp_path)
 def test_dry_run_prints_the_launch_command_and_plan(tmp_path):
     r = rlgen("run", spec(tmp_path), "--policy", "central-inference", "--workers", 3, "--dry-run", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "-m rlgen.runtime.hvdrun --gloo -np 3 -H localhost:3" in r.stdout  # horovodrun, less its Gloo check
+    assert "-m rlgen.launch.hvdrun --gloo -np 3 -H localhost:3" in r.stdout  # horovodrun, less its Gloo check
     assert "rank 0 (localhost): role learner" in r.stdout and "rank 2 (localhost): role env" in r.stdout
     assert not (tmp_path / "runs").exists()
 

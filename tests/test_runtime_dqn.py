@@ -16,7 +16,7 @@ from rlgen.algorithms.base import from_settings  # noqa: E402
 from rlgen.algorithms.dqn.config import DQNConfig  # noqa: E402
 from rlgen.algorithms.dqn.learner import DQNLearner, huber  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
-from rlgen.runtime.evaluate import evaluate  # noqa: E402
+from rlgen.runtime.evaluation.episodes import evaluate  # noqa: E402
 from rlgen.runtime.networks import MLP, build_network  # noqa: E402
 from rlgen.runtime.qvalue import Exploration, QNetwork, make_q_actor  # noqa: E402
 from rlgen.runtime.replay import ReplayBuffer  # noqa: E402

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rlgen.machine import local_cores
-from rlgen.runtime.plot import read_run
+from rlgen.app.plot import read_run
 
 from conftest import ROOT
 

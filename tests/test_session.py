@@ -45,7 +45,7 @@ def test_resume_restores_weights_and_state_and_drops_redone_metric_rows(tmp_path
     session, agent = _train(tmp_path, 2, resume=True)
     assert session.start_iteration == 4 and agent.w.numpy() == 6.0
     assert _rows(tmp_path) == [1, 2, 3, 4, 5, 6]
-    assert session.episodes == 6
+    assert session.episodes.count == 6
 
 
 def test_one_step_iterations_share_rows_that_end_at_checkpoints_and_resume_in_step(tmp_path):

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rlgen.codegen.lower.threads import HEAVY_MACS, update_macs, widest_layer
-from rlgen.runtime.session import RunConfig, intra_op_threads
+from rlgen.runtime.session import RunConfig
 
 from conftest import ROOT
 
@@ -52,8 +52,8 @@ def test_only_the_role_that_learns_is_threaded():
 
 def test_intra_op_threads_share_the_host_among_its_ranks():
     run = RunConfig(name="t", total_steps=1, steps_per_iteration=1, threaded_roles=("learner",))
-    assert intra_op_threads(run, "learner", cores=8, local_ranks=1) == 8
-    assert intra_op_threads(run, "learner", cores=8, local_ranks=3) == 2
-    assert intra_op_threads(run, "learner", cores=2, local_ranks=3) == 1
-    assert intra_op_threads(run, "actor", cores=8, local_ranks=1) == 1
-    assert intra_op_threads(dataclasses.replace(run, threaded_roles=()), "learner", 8, 1) == 1
+    assert run.intra_op_threads("learner", cores=8, local_ranks=1) == 8
+    assert run.intra_op_threads("learner", cores=8, local_ranks=3) == 2
+    assert run.intra_op_threads("learner", cores=2, local_ranks=3) == 1
+    assert run.intra_op_threads("actor", cores=8, local_ranks=1) == 1
+    assert dataclasses.replace(run, threaded_roles=()).intra_op_threads("learner", 8, 1) == 1

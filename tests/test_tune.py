@@ -164,7 +164,7 @@ def test_a_tiny_tune_trains_its_trials_and_writes_the_best_spec(tiny_tune) -> No
 def test_a_seed_samples_the_same_trials(tiny_tune, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real tune's samples again, with trials that train nothing; another seed samples others."""
     from rlgen.cli import main
-    from rlgen.runtime import tune
+    from rlgen.app import tune
 
     def trained(args, space, trial, record, out, every) -> bool:
         record.state, record.value = "complete", float(record.number)
@@ -186,7 +186,7 @@ def test_a_seed_samples_the_same_trials(tiny_tune, tmp_path: Path, monkeypatch: 
 
 def test_a_pruned_trial_is_stopped_as_ctrl_c_stops_a_run(tmp_path: Path) -> None:
     """The mean return is reported on the grid of env steps; the pruner's stop is a SIGINT the run ends cleanly on."""
-    from rlgen.runtime.tune import _watch
+    from rlgen.app.tune import _watch
 
     metrics, stopped = tmp_path / "metrics.jsonl", tmp_path / "stopped"
     fake_run = f"""

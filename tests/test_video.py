@@ -107,7 +107,7 @@ def test_an_in_graph_env_run_is_recorded_on_gymnasiums_env(run_dir, tmp_path):
 
 def test_an_env_that_fails_to_draw_is_a_video_error(tmp_path):
     needs_the_video_extra()
-    from rlgen.runtime.evaluate import VideoError, evaluate
+    from rlgen.runtime.evaluation.episodes import VideoError, evaluate
 
     class NoContext(gym.Wrapper):
         def render(self):

@@ -202,7 +202,7 @@ def _step_op(fdg: FDG, ctx: Context, frag: Fragment, step: Step, received: set[s
 
 
 def _lap(fdg: FDG, step: Step) -> str:
-    """Which clock category a step's time is charged to (see rlgen.runtime.session.CATEGORIES)."""
+    """Which clock category a step's time is charged to (see rlgen.runtime.clock.CATEGORIES)."""
     if step.kind in ("env", "loop"):
         return step.kind
     if step.kind == "cpu":

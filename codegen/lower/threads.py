@@ -1,14 +1,14 @@
 """Which roles run an update heavy enough to use more than one CPU thread.
 
 A rank runs TensorFlow with one inter-op and one intra-op thread
-(:func:`rlgen.runtime.session.configure_tensorflow`): for the small networks and
+(:func:`rlgen.runtime.tfutil.configure_threads`): for the small networks and
 minibatches of on-policy control, handing an op to a pool costs more than it saves. A
 learner whose minibatch meets a wide layer is another matter: SAC's default update (256
 rows through 256x256 layers, 16.8M multiply-adds per matmul) takes 20 ms a gradient step on
 one core of this machine and 15 ms on two. So a role gets ``threaded`` when one of its
 fragments updates a learner whose largest matmul reaches :data:`HEAVY_MACS`
 multiply-adds, and each of its ranks then takes the cores of its host that no other rank
-there needs (:func:`rlgen.runtime.session.intra_op_threads`).
+there needs (:meth:`rlgen.runtime.session.RunConfig.intra_op_threads`).
 
 The estimate reads only the plan: the learner's minibatch rows (its config's ``minibatch``,
 or the ``batch_size`` of the fragment's replay) times the largest ``in x out`` of the MLPs

@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .envs import VectorEnv, env_seed
+from rlgen.runtime.envs import VectorEnv, env_seed
 
 ActFn = Callable[[np.ndarray], np.ndarray]
 #: Where evaluation envs draw their seeds: the rank index of ``env_seed``, apart from training's ranks.
@@ -102,7 +102,7 @@ class PolicyEvaluation:
 
         if self._concrete is None:
             if hasattr(self.act, "get_concrete_function"):  # a tf.function or a restored one
-                from .tfutil import concrete_caller
+                from rlgen.runtime.tfutil import concrete_caller
 
                 spec = tf.TensorSpec([None, *obs.shape[1:]], tf.float32)
                 self._concrete = concrete_caller(self.act.get_concrete_function(spec))
@@ -126,7 +126,7 @@ class PolicyEvaluation:
         """The compiled evaluation: every env's first episode, its return once it ends."""
         import tensorflow as tf
 
-        from .tfenvs import make_tf_env
+        from rlgen.runtime.tfenvs import make_tf_env
 
         seed = env_seed(self.seed, EVAL_RANK)
         env = make_tf_env(

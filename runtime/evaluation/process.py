@@ -5,7 +5,7 @@ steps) steps half as many env steps as training does: done in the training loop 
 quarter of the run. Here rank 0 only writes the policy's weights (``tf.train.Checkpoint``,
 about 10 ms) and goes on; an evaluator process started with the run (its TensorFlow import
 overlaps training) restores them into the exported policy, evaluates on fresh envs exactly as
-:class:`rlgen.runtime.evaluate.PolicyEvaluation` does in-loop, and exports ``policy-best/`` itself when
+:class:`rlgen.runtime.evaluation.episodes.PolicyEvaluation` does in-loop, and exports ``policy-best/`` itself when
 the result is the best so far. On a machine with a core to spare that is all off the training
 path.
 
@@ -76,9 +76,6 @@ class _Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-_spare: _Forked | None = None
-
-
 class _Attached(Exception):  # noqa: N818 - not an error: how policy_of's stand-in session ends the set-up
     def __init__(self, policy: Any) -> None:
         super().__init__("attached")
@@ -104,14 +101,15 @@ def policy_of(role: Callable[[Any, int], None], rank: int = 0) -> Any:
     raise RuntimeError("the role ended without attaching a policy")
 
 
-def prefork(build: Callable[[], Any] | None = None) -> None:
+def prefork(build: Callable[[], Any] | None = None) -> _Forked | None:
     """Fork the evaluator process now, if TensorFlow is imported but runs nothing yet
-    (a process that has run TensorFlow cannot fork a working copy of it). Rank 0 calls this
-    before its first op, with ``build`` making a copy of the policy it will evaluate (for
-    :func:`policy_of`); :class:`Evaluator` takes the process, or starts one afresh."""
-    global _spare
-    if _spare is not None or os.environ.get("RLGEN_EVAL_PROCESS") in ("0", "spawn") or not _tensorflow_idle():
-        return
+    (a process that has run TensorFlow cannot fork a working copy of it), and return it
+    (None: not now, or ``RLGEN_EVAL_PROCESS`` says otherwise). Rank 0 calls this before its
+    first op, with ``build`` making a copy of the policy it will evaluate (for
+    :func:`policy_of`), and hands the process to its session: :class:`Evaluator` takes it, or
+    :func:`discard` ends it where the run will not evaluate."""
+    if os.environ.get("RLGEN_EVAL_PROCESS") in ("0", "spawn") or not _tensorflow_idle():
+        return None
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     pid = os.fork()
@@ -120,24 +118,21 @@ def prefork(build: Callable[[], Any] | None = None) -> None:
             os.dup2(down_r, 0)
             os.dup2(up_w, 1)
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops it by closing its stdin
             sys.stdin = os.fdopen(0, "r")
             main(build)
         finally:
             os._exit(0)
     os.close(down_r)
     os.close(up_w)
-    _spare = _Forked(pid, os.fdopen(down_w, "w", buffering=1), os.fdopen(up_r, "r"), builds=build is not None)
+    return _Forked(pid, os.fdopen(down_w, "w", buffering=1), os.fdopen(up_r, "r"), builds=build is not None)
 
 
-def discard_spare() -> None:
-    """End the pre-forked process if this run does not evaluate (it ends with its stdin)."""
-    global _spare
-    if _spare is not None:
-        proc, _spare = _spare, None
+def discard(forked: _Forked | None) -> None:
+    """End a pre-forked process this run will not use (it ends with its stdin)."""
+    if forked is not None:
         with contextlib.suppress(OSError):
-            proc.stdin.close()
-        proc.wait()
+            forked.stdin.close()
+        forked.wait()
 
 
 def _tensorflow_idle() -> bool:
@@ -151,15 +146,13 @@ def _tensorflow_idle() -> bool:
     return getattr(context.context(), "_context_handle", True) is None
 
 
-def _start() -> _Forked | subprocess.Popen:
+def _start(forked: _Forked | None) -> _Forked | subprocess.Popen:
     """The pre-forked evaluator process, or a fresh one."""
-    global _spare
-    if _spare is not None:
-        proc, _spare = _spare, None
-        return proc
+    if forked is not None:
+        return forked
     env_vars = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "rlgen.runtime.evalworker"],
+        [sys.executable, "-m", "rlgen.runtime.evaluation.process"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # the process writes to the run's eval.log (its first message)
@@ -173,18 +166,26 @@ class Evaluator:
     """Rank 0's side: one evaluator process, at most one evaluation in flight."""
 
     def __init__(
-        self, run_dir: Path, env: dict[str, Any], episodes: int, seed: int, lead: int, export: Callable[[Path], None]
+        self,
+        run_dir: Path,
+        env: dict[str, Any],
+        episodes: int,
+        seed: int,
+        lead: int,
+        export: Callable[[Path], None],
+        forked: _Forked | None = None,
     ) -> None:
         """``export(dir)`` exports the policy, for a process that does not build its own copy:
         done here once, as the template that process restores each snapshot into. Either way the
         process prepares its evaluation (in-graph: traces and compiles it) while the first
-        iterations run, not while one waits for it."""
+        iterations run, not while one waits for it. ``forked``: the process :func:`prefork` made,
+        else one is started afresh."""
         self.dir = run_dir / ".eval"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lead = lead
         self.pending: dict[str, Any] | None = None  # {"steps", "due", "weights"}
         nice = niceness()
-        self.proc = _start()
+        self.proc = _start(forked)
         self.started = "forked" if isinstance(self.proc, _Forked) else "spawned"  # run.json: eval_process
         log = str(run_dir / "ranks" / "eval.log")
         self._send({"env": env, "episodes": episodes, "seed": seed, "log": log, "nice": nice})
@@ -272,6 +273,10 @@ def niceness() -> int:
 def main(build: Callable[[], Any] | None = None) -> None:
     """The evaluator process: JSON lines in on stdin, one reply line per evaluation or export out
     (``build``: how a forked process makes its copy of the policy)."""
+    # Ctrl-C and a scheduler's SIGTERM reach the whole job: the run stops this process itself,
+    # by closing its stdin once its last evaluation and export are done
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     first = sys.stdin.readline()
     if not first:  # ended before it was needed
@@ -281,10 +286,10 @@ def main(build: Callable[[], Any] | None = None) -> None:
         os.nice(int(config.get("nice", 0)))
     _own_output(config.get("log"))
     os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
-    from rlgen.runtime.session import configure_tensorflow
+    from rlgen.runtime.evaluation.episodes import PolicyEvaluation
+    from rlgen.runtime.tfutil import configure_threads
 
-    configure_tensorflow()
-    from rlgen.runtime.evaluate import PolicyEvaluation
+    configure_threads()
 
     restore = evaluation = save = None
     for line in sys.stdin:
@@ -334,7 +339,7 @@ def _policy_copy(
     the run's in-loop one), or loaded from the template rank 0 exported (started afresh)."""
     import tensorflow as tf
 
-    from rlgen.runtime.evaluate import act_function
+    from rlgen.runtime.evaluation.episodes import act_function
     from rlgen.runtime.export import export_policy, save
 
     if "build" in message:

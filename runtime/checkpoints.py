@@ -1,0 +1,144 @@
+"""Rank 0's checkpoints: each saved with the run state it belongs to, and the newest intact one
+restored on ``--resume``.
+
+A checkpoint is ``checkpoints/ckpt-<env steps>.{index,data-*}`` (TensorFlow's
+``tf.train.CheckpointManager``, which keeps the newest ``checkpoint.keep``) plus
+``ckpt-<env steps>.state.json``, the run state at that point (iteration, episodes, returns,
+elapsed time, evaluation schedule), written *before* the checkpoint is registered so that the
+two always match. ``state.json`` at the top of the run directory is a copy for people.
+
+On resume the candidates are the checkpoint files themselves, newest first: TensorFlow's own
+index of them (``checkpoints/checkpoint``) is not needed, so a deleted one loses nothing. A
+candidate is used when its run state is whole and every tensor of it can be read (a truncated
+data file fails here, before anything is restored); a damaged one moves to
+``checkpoints/damaged/`` (kept for whoever wants to look, and out of the ``keep`` count) and
+the next older one stands in for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .rundir import RunDir, write_atomic
+
+_NUMBERED = re.compile(r"ckpt-(\d+)\.index$")
+
+
+class NoCheckpoint(Exception):
+    """``--resume`` found no intact checkpoint (the message says what was tried)."""
+
+
+def read_state(checkpoint: Path) -> dict[str, Any] | None:
+    """The run state saved with a checkpoint, or None if it is missing or incomplete."""
+    try:
+        state = json.loads(checkpoint.with_name(checkpoint.name + ".state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not isinstance(state.get("iteration"), int):
+        return None
+    return state
+
+
+def _on_disk(directory: Path) -> list[Path]:
+    """The checkpoints in ``directory`` (by their index files), newest first."""
+    found = []
+    for index in directory.glob("ckpt-*.index"):
+        m = _NUMBERED.match(index.name)
+        if m:
+            found.append((int(m.group(1)), directory / f"ckpt-{m.group(1)}"))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def _readable(path: Path) -> str | None:
+    """Why the checkpoint at ``path`` cannot be read whole (None: every tensor reads)."""
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(str(path))
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as exc:  # noqa: BLE001 - TensorFlow raises OpErrors, IndexError (a short read), ...
+        return type(exc).__name__
+    return None
+
+
+class Checkpoints:
+    """Rank 0's checkpoints of ``module`` and the iteration counter (see the module docstring)."""
+
+    def __init__(self, run_dir: RunDir, module: Any, keep: int) -> None:
+        import tensorflow as tf
+
+        self.run_dir, self.keep = run_dir, keep
+        self.directory = run_dir.checkpoints
+        self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+        self._checkpoint = tf.train.Checkpoint(module=module, iteration=self.iteration)
+        self._manager: Any = None
+
+    def _managed(self) -> Any:
+        if self._manager is None:
+            import tensorflow as tf
+
+            self._manager = tf.train.CheckpointManager(self._checkpoint, str(self.directory), max_to_keep=self.keep)
+        return self._manager
+
+    def restore(self, note: Callable[[str], None]) -> tuple[str, dict[str, Any]]:
+        """Restore the newest intact checkpoint; returns its path and run state. Damaged newer
+        ones move aside (``note`` says which); :class:`NoCheckpoint` if none is intact."""
+        tried = []
+        for path in _on_disk(self.directory):
+            state = read_state(path)
+            why = "no run state" if state is None else _readable(path)
+            if why is None:
+                try:
+                    self._checkpoint.restore(str(path)).assert_existing_objects_matched()
+                except Exception as exc:  # noqa: BLE001 - the checkpoint does not fit this build
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+            if why is not None:
+                tried.append(f"{path.name} ({why})")
+                self._set_aside(path)
+                continue
+            self.iteration.assign(int(state["iteration"]))
+            self._reindex(path)
+            if tried:
+                note(f"skipped unusable checkpoint(s), moved to {self.directory / 'damaged'}: {', '.join(tried)}")
+            return str(path), state
+        detail = f": {', '.join(tried)} unusable (moved to {self.directory / 'damaged'})" if tried else ""
+        raise NoCheckpoint(f"--resume: no intact checkpoint in {self.directory}{detail}")
+
+    def save(self, iteration: int, env_steps: int, state: dict[str, Any]) -> None:
+        """Save the module with ``state`` (see the module docstring); the previous checkpoint
+        stays until this one is whole."""
+        self.iteration.assign(iteration)
+        text = json.dumps(state)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.directory / f"ckpt-{env_steps}.state.json", text)
+        manager = self._managed()
+        manager.save(checkpoint_number=env_steps)
+        write_atomic(self.run_dir.state, text)
+        kept = {Path(p).name for p in manager.checkpoints}
+        for old in self.directory.glob("ckpt-*.state.json"):
+            if old.name.removesuffix(".state.json") not in kept:
+                old.unlink(missing_ok=True)
+
+    def _set_aside(self, path: Path) -> None:
+        damaged = self.directory / "damaged"
+        damaged.mkdir(exist_ok=True)
+        for part in self.directory.glob(f"{path.name}.*"):
+            shutil.move(str(part), damaged / part.name)
+
+    def _reindex(self, restored: Path) -> None:
+        """TensorFlow's index lists the checkpoints on disk with ``restored`` the newest, so that
+        the ``keep`` count is of intact ones (a deleted index is written anew)."""
+        import tensorflow as tf
+
+        paths = sorted(_on_disk(self.directory), key=lambda p: int(p.name.split("-")[1]))
+        tf.compat.v1.train.update_checkpoint_state(
+            str(self.directory), str(restored), all_model_checkpoint_paths=[str(p) for p in paths]
+        )
+        self._manager = None
+        self._managed()
