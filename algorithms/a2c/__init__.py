@@ -8,7 +8,11 @@ from typing import Any
 from rlgen.algorithms.a2c.config import A2CConfig
 from rlgen.algorithms.base import Algorithm
 from rlgen.algorithms.ppo import POLICY, UPDATE, VALUE, rollout_length
-from rlgen.algorithms.ppo.config import METRICS
+from rlgen.algorithms.ppo.config import METRICS as PPO_METRICS
+
+#: PPO's metrics vector, with the slots that mean nothing without clipping and with one epoch
+#: unnamed (a metrics row leaves them out): the approximate KL, the clip fraction, the clip range.
+METRICS = tuple("" if m in ("approx_kl", "clip_fraction", "clip") else m for m in PPO_METRICS)
 
 
 def lower(k: Any, name: str) -> dict[str, Any]:
