@@ -1,7 +1,7 @@
 """The algorithms rlgen knows, one home each (see :mod:`rlgen.algorithms.base`).
 
 Adding an algorithm is a new home folder and one line in :data:`ALGORITHMS`
-(``docs/adding-an-algorithm.md``). Importing this package never imports TensorFlow.
+(``docs/dev/adding-an-algorithm.md``). Importing this package never imports TensorFlow.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ MEASURE_ITERATIONS = 8  # overlapped policies run ahead at first: fewer overstat
 #: needs no core of its own).
 MAX_LOCAL_WORKERS = 4
 
-# Costs the model takes as given (measured on the reference machine, docs/policies.md):
+# Costs the model takes as given (measured on the reference machine, docs/benchmarks.md):
 #: one request and answer over a channel, per env step under central inference, with every
 #: core busy (Ant-v5, benchmarks/policy_switch.py: the learner's comm less its env workers'
 #: env time, per env step, 0.95 ms with 1 and 1.0 ms with 2 workers; 0.06 ms on an idle machine)

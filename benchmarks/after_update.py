@@ -34,7 +34,7 @@ its level) whose body launches the same compiled update and then steps the env t
 ``tf.numpy_function``, ``--graph-steps`` iterations per call. All do the same work in the
 same order; a difference is the cost of coming back to Python for every gradient step. The
 graph loop beats ``eager`` by much more than it beats ``generated`` (one run: 11.80, 10.05
-and 9.53 ms a pair); built into the generated code, it did not pay (docs/sac-speed.md).
+and 9.53 ms a pair); built into the generated code, it did not pay (docs/notes/sac-speed.md).
 
 Figures vary with the machine's load: compare within one run.
 """

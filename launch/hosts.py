@@ -11,7 +11,7 @@ parallel and within seconds, for what its ranks will need (docs/cluster.md):
 * the build directory (the same ``plan.json``) and the run directory at the same paths:
   every rank writes into the run directory, so it must be one shared filesystem;
 * a hostname that resolves to the host's cluster address, not to the loopback (Horovod
-  0.28's Gloo binds its collectives to that address, see docs/cluster-notes.md).
+  0.28's Gloo binds its collectives to that address, see docs/notes/cluster-notes.md).
 
 Its answer also says how the host reaches the launcher (``SSH_CONNECTION``), which is the
 address the launcher's lifeline listens on unless ``--network-interface`` names one.

@@ -39,7 +39,7 @@ set -euo pipefail
 
 PREFIX="${RLGEN_TESTHOSTS_PREFIX:-rlgen}"
 # Above 127.x on purpose: Gloo connects from the higher address to the lower one, so a rank
-# that wrongly binds to 127.0.0.1 fails here instead of working by luck (docs/cluster-notes.md).
+# that wrongly binds to 127.0.0.1 fails here instead of working by luck (docs/notes/cluster-notes.md).
 SUBNET="${RLGEN_TESTHOSTS_SUBNET:-192.168.213}"
 STATE="${RLGEN_TESTHOSTS_STATE:-${XDG_RUNTIME_DIR:-/tmp}/$PREFIX-testhosts}"
 BRIDGE="${PREFIX}0"       # the bridge here, and each host's interface: one name everywhere
@@ -289,7 +289,7 @@ start_sshd() {  # index
   # namespace (mounts do not propagate back), in which $dir/hosts is bound over /etc/hosts so
   # that every host name resolves to its address there, as on a real cluster. Horovod 0.28.1's
   # Gloo needs that: it binds its collectives to the address of gethostname() (see
-  # docs/cluster-notes.md), whatever --network-interface says.
+  # docs/notes/cluster-notes.md), whatever --network-interface says.
   # shellcheck disable=SC2016  # $1.. expand in the inner sh
   ip netns exec "$ns" unshare --uts -- sh -c \
     'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -E "$5"' \

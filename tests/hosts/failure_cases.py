@@ -1,4 +1,4 @@
-"""How a plain two-host Horovod job fails: timings and messages for docs/cluster-notes.md.
+"""How a plain two-host Horovod job fails: timings and messages for docs/notes/cluster-notes.md.
 
 Run as root on a machine where ``scripts/testhosts.sh up`` works (it is run here, once per
 case, so every case starts from fresh hosts; ``down`` at the end):
