@@ -32,6 +32,8 @@ _NUMBERED = re.compile(r"ckpt-(\d+)\.index$")
 class NoCheckpoint(Exception):
     """``--resume`` found no intact checkpoint (the message says what was tried)."""
 
+    plain = True  # its message is the reason, without its type's name
+
 
 def read_state(checkpoint: Path) -> dict[str, Any] | None:
     """The run state saved with a checkpoint, or None if it is missing or incomplete."""

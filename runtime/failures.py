@@ -20,6 +20,8 @@ def failure_reason(error: BaseException) -> str:
         first = "stopped because another rank failed (Horovod shut down)"
     if isinstance(error, KeyboardInterrupt):
         return "aborted by a second Ctrl-C"
+    if getattr(error, "plain", False):  # an error of rlgen's own that says it all
+        return first
     if isinstance(error, RowsNotWritten):  # it says what and where
         return error.strerror
     if disk_full(error):

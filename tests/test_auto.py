@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rlgen.codegen.policies import POLICIES
 from rlgen.app.auto import Chooser
 from rlgen.app.costmodel import Candidate, Profile, predict, ranked
 from rlgen.app.history import History, key_of
+from rlgen.codegen.policies import POLICIES
 
 from conftest import ROOT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlgen.runtime import hvdrun
+from rlgen.launch import hvdrun
 
 HOROVOD = Path(sys.executable).with_name("horovodrun").exists()
 needs_horovod = pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgen.machine import local_cores
 from rlgen.app.plot import read_run
+from rlgen.machine import local_cores
 
 from conftest import ROOT
 

@@ -163,8 +163,8 @@ def test_a_tiny_tune_trains_its_trials_and_writes_the_best_spec(tiny_tune) -> No
 
 def test_a_seed_samples_the_same_trials(tiny_tune, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real tune's samples again, with trials that train nothing; another seed samples others."""
-    from rlgen.cli import main
     from rlgen.app import tune
+    from rlgen.cli import main
 
     def trained(args, space, trial, record, out, every) -> bool:
         record.state, record.value = "complete", float(record.number)
