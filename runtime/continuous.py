@@ -19,8 +19,7 @@ action space without bounds is taken as ``[-1, 1]``.
 * :class:`QCritic`: ``n`` Q heads over ``concat(obs, scaled_action)``.
 * :class:`CompiledActor`: the per-step acting calls of an actor, compiled, NumPy in
   and out (as :class:`rlgen.runtime.qvalue.QActor`).
-* Learner helpers: :func:`polyak` (target averaging), :func:`check_target`,
-  :func:`stack_transitions` (a host update's arrays, shapes checked).
+* Learner helpers: :func:`polyak` (target averaging), :func:`check_target`.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 
 from .policies import ActionSpec
-from .replay import Transitions
 from .tfutil import numpy_caller
 
 LOG_2 = math.log(2.0)
@@ -269,30 +267,6 @@ def check_target(targets: Sequence[tf.Variable], online: Sequence[tf.Variable], 
         raise ValueError(f"target {what} does not match the online {what}'s variables")
     if any(a is b for a, b in zip(targets, online, strict=True)):
         raise ValueError(f"target {what} shares variables with the online {what}")
-
-
-def stack_transitions(
-    batches: Transitions | Sequence[np.ndarray], obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
-) -> tuple[np.ndarray, ...]:
-    """The five fields as ``[K, batch, ...]`` arrays (a K axis added to one minibatch), shapes checked."""
-    obs, actions, rewards, next_obs, terminated = batches
-    if np.ndim(obs) == len(obs_shape) + 1:  # one minibatch: add the K axis
-        obs, actions, rewards, next_obs, terminated = (
-            np.expand_dims(x, 0) for x in (obs, actions, rewards, next_obs, terminated)
-        )
-    k, b = np.shape(obs)[:2]
-    want = {
-        "obs": (k, b, *obs_shape),
-        "actions": (k, b, *action_shape),
-        "rewards": (k, b),
-        "next_obs": (k, b, *obs_shape),
-        "terminated": (k, b),
-    }
-    fields = (obs, actions, rewards, next_obs, terminated)
-    for (key, shape), x in zip(want.items(), fields, strict=True):
-        if np.shape(x) != shape:
-            raise ValueError(f"{key} has shape {np.shape(x)}; expected {shape}")
-    return fields
 
 
 Actor = SquashedGaussianActor | DeterministicActor

@@ -3,11 +3,12 @@
     cli/ -> app/ -> api.py, launch/ -> codegen/, runtime/ -> dsl/ (+ algorithms' TF-free half) -> machine.py
 
 An import may go down the picture, never up or sideways between ``codegen`` and ``runtime``
-(a rank never needs the code generator, and generating code never needs TensorFlow); an
-algorithm's ``learner.py`` is the one part of ``algorithms/`` that ranks import, and it may
-import ``runtime``. No two modules import each other, however far round. Generated code
-imports only ``rlgen.runtime`` and ``rlgen.algorithms``. Modules stay under 450 lines and
-classes under 300, but for the few named in ``ALLOWED_LONG`` with the reason.
+(a rank never needs the code generator, and generating code never needs TensorFlow). An
+algorithm's ``learner.py``, and ``algorithms/offpolicy.py`` (what the off-policy learners
+share), are the part of ``algorithms/`` that ranks import: they may import ``runtime``. No two
+modules import each other, however far round. Generated code imports only ``rlgen.runtime``
+and ``rlgen.algorithms``. Modules stay under 450 lines and classes under 300, but for the few
+named in ``ALLOWED_LONG`` with the reason.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def layer(module: str) -> str:
     if len(parts) == 1 or parts[1] == "__main__":
         return "cli" if parts[1:] == ["__main__"] else "root"
     top = parts[1]
-    if top == "algorithms":
-        return "learner" if parts[-1] == "learner" else "dsl"
+    if top == "algorithms":  # a home's learner.py, and what learners share, run in ranks
+        return "learner" if parts[-1] in ("learner", "offpolicy") else "dsl"
     if top in ("schemas", "templates"):
         return "root"
     return top

@@ -24,18 +24,15 @@ Stable-Baselines3's DQN (and its defaults):
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from rlgen.algorithms.dqn.config import METRICS, STEP_METRICS, DQNConfig
-from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
+from rlgen.algorithms.offpolicy import GradientReducer, OffPolicyLearner
+from rlgen.runtime.optim import build_optimizer, clip_by_global_norm
 from rlgen.runtime.qvalue import QNetwork
-from rlgen.runtime.replay import Transitions
-from rlgen.runtime.tfutil import flat_caller, to_tensor
-
-GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+from rlgen.runtime.tfutil import flat_caller
 
 
 def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
@@ -44,8 +41,13 @@ def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
     return tf.where(a < delta, 0.5 * tf.square(x), delta * (a - 0.5 * delta))
 
 
-class DQNLearner(tf.Module):
-    """Learns a :class:`QNetwork` from replayed transitions; owns its target network."""
+class DQNLearner(OffPolicyLearner):
+    """Learns a :class:`QNetwork` from replayed transitions; owns its target network.
+    ``update`` returns ``loss``, ``q`` (mean Q of the taken actions), ``target_q`` (mean TD
+    target) and ``grad_norm`` (before clipping), averaged over its K steps, and ``lr``."""
+
+    METRICS = METRICS
+    ACTION_DTYPE = tf.int32
 
     _TF_MODULE_IGNORED_PROPERTIES = frozenset({"params", "update_fn", "sync_fn", "_call", "_sync"})
 
@@ -78,21 +80,7 @@ class DQNLearner(tf.Module):
         if any(a is b for a, b in zip(self._target_vars, self._online_vars, strict=True)):
             raise ValueError("target network shares variables with the online network")
         self.optimizer = build_optimizer(config.optimizer, self.params)
-        self._lr = as_schedule(config.lr)
-        self._reduce = reduce_gradients
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
-        obs, act = self.obs_shape, self.action_shape
-        kb = [None, None]
-        signature = [
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec([*kb, *act], tf.int32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([], tf.float32),
-        ]
-        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
-        self._call = flat_caller(self.update_fn)
+        self._compile_update(config, reduce_gradients, len(STEP_METRICS))
         self.sync_fn = tf.function(self._sync_target, input_signature=[], autograph=False)
         self._sync = flat_caller(self.sync_fn)
         self._sync()  # the copy starts equal to the online network (also for a given ``target``)
@@ -104,38 +92,6 @@ class DQNLearner(tf.Module):
         return [*self.optimizer.variables, *self._target_vars]
 
     # --- host API -----------------------------------------------------------------
-
-    def update(self, batches: Transitions | Sequence[np.ndarray], progress: float = 0.0) -> dict[str, float]:
-        """Run one gradient step per minibatch of ``batches`` (fields ``[K, batch, ...]``,
-        or ``[batch, ...]`` for one step) in one compiled call; ``progress`` in [0, 1]
-        drives the learning-rate schedule. Returns metrics averaged over the K steps:
-        ``loss``, ``q`` (mean Q of the taken actions), ``target_q`` (mean TD target),
-        ``grad_norm`` (before clipping) and ``lr``."""
-        obs, actions, rewards, next_obs, terminated = batches
-        if np.ndim(obs) == len(self.obs_shape) + 1:  # one minibatch: add the K axis
-            obs, actions, rewards, next_obs, terminated = (
-                np.expand_dims(x, 0) for x in (obs, actions, rewards, next_obs, terminated)
-            )
-        k, b = np.shape(obs)[:2]
-        want = {
-            "obs": (k, b, *self.obs_shape),
-            "actions": (k, b, *self.action_shape),
-            "rewards": (k, b),
-            "next_obs": (k, b, *self.obs_shape),
-            "terminated": (k, b),
-        }
-        for (key, shape), x in zip(want.items(), (obs, actions, rewards, next_obs, terminated), strict=True):
-            if np.shape(x) != shape:
-                raise ValueError(f"{key} has shape {np.shape(x)}; expected {shape}")
-        (out,) = self._call(
-            to_tensor(obs),
-            to_tensor(actions, tf.int32),
-            to_tensor(rewards),
-            to_tensor(next_obs),
-            to_tensor(terminated),
-            tf.constant(progress, tf.float32),
-        )
-        return dict(zip(METRICS, out.numpy().tolist(), strict=True))
 
     def sync_target(self) -> None:
         """Hard copy (``tau == 1``) or Polyak step of the online weights into the target."""
@@ -168,33 +124,11 @@ class DQNLearner(tf.Module):
             t.assign(o if tau == 1.0 else tau * o + (1.0 - tau) * t)
         return []
 
-    def _update(
-        self,
-        obs: tf.Tensor,
-        actions: tf.Tensor,
-        rewards: tf.Tensor,
-        next_obs: tf.Tensor,
-        terminated: tf.Tensor,
-        progress: tf.Tensor,
-    ) -> tf.Tensor:
-        lr = self._lr(progress)
-        steps = tf.shape(obs)[0]
-
-        def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            batch = (obs[k], actions[k], rewards[k], next_obs[k], terminated[k])
-            return k + 1, totals + self._train_step(batch, lr)
-
-        _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS)])))
-        means = totals / tf.cast(tf.maximum(steps, 1), tf.float32)
-        return tf.concat([means, tf.reshape(lr, [1])], axis=0)
-
     def _train_step(self, batch: tuple[tf.Tensor, ...], lr: tf.Tensor) -> tf.Tensor:
         """One gradient step; returns ``STEP_METRICS`` of this minibatch."""
         with tf.GradientTape() as tape:
             loss, q, target = self.loss(*batch)
-        grads = tape.gradient(loss, self.params, unconnected_gradients="zero")
-        if self._reduce is not None:
-            grads = self._reduce(list(grads))
+        grads = self._reduced(tape.gradient(loss, self.params, unconnected_gradients="zero"))
         if self.config.max_grad_norm is not None:
             grads, grad_norm = clip_by_global_norm(grads, self.config.max_grad_norm)
         else:

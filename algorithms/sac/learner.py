@@ -30,22 +30,23 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import tensorflow as tf
 
+from rlgen.algorithms.offpolicy import GradientReducer, OffPolicyLearner
 from rlgen.algorithms.sac.config import METRICS, STEP_METRICS, SACConfig
-from rlgen.runtime.continuous import QCritic, SquashedGaussianActor, check_target, polyak, stack_transitions
-from rlgen.runtime.optim import as_schedule, build_optimizer
-from rlgen.runtime.replay import Transitions
-from rlgen.runtime.tfutil import flat_caller, to_tensor
-
-GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+from rlgen.runtime.continuous import QCritic, SquashedGaussianActor, check_target, polyak
+from rlgen.runtime.optim import build_optimizer
 
 
-class SACLearner(tf.Module):
-    """Learns a :class:`SquashedGaussianActor` and a twin :class:`QCritic`; owns the target critics."""
+class SACLearner(OffPolicyLearner):
+    """Learns a :class:`SquashedGaussianActor` and a twin :class:`QCritic`; owns the target critics.
+    ``update`` (actions in env units) returns ``critic_loss``, ``actor_loss``, ``ent_coef``
+    (alpha used), ``ent_coef_loss`` (0 for a fixed coefficient) and ``q`` (mean Q of the
+    replayed actions over the heads), averaged over its K steps, and ``lr``."""
+
+    METRICS = METRICS
 
     _TF_MODULE_IGNORED_PROPERTIES = frozenset(
         {"actor_params", "critic_params", "update_fn", "_call", "_target_vars", "_online_vars"}
@@ -87,21 +88,7 @@ class SACLearner(tf.Module):
         self.target_entropy = config.entropy_target(actor.action_dim)
         self.ent_coef_optimizer = build_optimizer(config.optimizer, [self.log_ent_coef]) if self.auto_ent_coef else None
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        self._lr = as_schedule(config.lr)
-        self._reduce = reduce_gradients
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
-        obs, act = self.obs_shape, self.action_shape
-        kb = [None, None]
-        signature = [
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec([*kb, *act], tf.float32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([], tf.float32),
-        ]
-        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
-        self._call = flat_caller(self.update_fn)
+        self._compile_update(config, reduce_gradients, len(STEP_METRICS))
 
     def replicated_variables(self) -> list[tf.Variable]:
         """The learner's state every replica must hold equal (its networks, targets and
@@ -118,46 +105,12 @@ class SACLearner(tf.Module):
 
     # --- host API -----------------------------------------------------------------
 
-    def update(self, batches: Transitions | Sequence[np.ndarray], progress: float = 0.0) -> dict[str, float]:
-        """Run one gradient step per minibatch of ``batches`` (fields ``[K, batch, ...]``,
-        or ``[batch, ...]`` for one step; actions in env units) in one compiled call;
-        ``progress`` in [0, 1] drives the learning-rate schedule. Returns ``METRICS``
-        averaged over the K steps: ``critic_loss``, ``actor_loss``, ``ent_coef`` (alpha
-        used), ``ent_coef_loss`` (0 for a fixed coefficient), ``q`` (mean Q of the
-        replayed actions over the heads) and ``lr``."""
-        arrays = stack_transitions(batches, self.obs_shape, self.action_shape)
-        (out,) = self._call(*(to_tensor(x) for x in arrays), tf.constant(progress, tf.float32))
-        return dict(zip(METRICS, out.numpy().tolist(), strict=True))
-
     @property
     def ent_coef(self) -> float:
         """The entropy coefficient alpha now."""
         return float(tf.exp(self.log_ent_coef).numpy())
 
     # --- graphs -------------------------------------------------------------------
-
-    def _update(
-        self,
-        obs: tf.Tensor,
-        actions: tf.Tensor,
-        rewards: tf.Tensor,
-        next_obs: tf.Tensor,
-        terminated: tf.Tensor,
-        progress: tf.Tensor,
-    ) -> tf.Tensor:
-        lr = self._lr(progress)
-        steps = tf.shape(obs)[0]
-
-        def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            batch = (obs[k], actions[k], rewards[k], next_obs[k], terminated[k])
-            return k + 1, totals + self._train_step(batch, lr)
-
-        _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS)])))
-        means = totals / tf.cast(tf.maximum(steps, 1), tf.float32)
-        return tf.concat([means, tf.reshape(lr, [1])], axis=0)
-
-    def _reduced(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        return list(grads) if self._reduce is None else list(self._reduce(list(grads)))
 
     def _train_step(self, batch: tuple[tf.Tensor, ...], lr: tf.Tensor) -> tf.Tensor:
         """One gradient step of the entropy coefficient, the critics and the actor; returns ``STEP_METRICS``."""

@@ -22,25 +22,26 @@ every learner, which it does, as they all count the same gradient steps.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import tensorflow as tf
 
+from rlgen.algorithms.offpolicy import GradientReducer, OffPolicyLearner
 from rlgen.algorithms.td3.config import METRICS, TD3Config
-from rlgen.runtime.continuous import DeterministicActor, QCritic, check_target, polyak, stack_transitions
-from rlgen.runtime.optim import as_schedule, build_optimizer
-from rlgen.runtime.replay import Transitions
-from rlgen.runtime.tfutil import flat_caller, to_tensor
-
-GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+from rlgen.runtime.continuous import DeterministicActor, QCritic, check_target, polyak
+from rlgen.runtime.optim import build_optimizer
 
 # per gradient step: critic loss, actor loss (0 when the actor waits), mean Q, 1 if the actor stepped
 _STEP_VALUES = 4
 
 
-class TD3Learner(tf.Module):
-    """Learns a :class:`DeterministicActor` and a twin :class:`QCritic`; owns the target actor and critics."""
+class TD3Learner(OffPolicyLearner):
+    """Learns a :class:`DeterministicActor` and a twin :class:`QCritic`; owns the target actor and critics.
+    ``update`` (actions in env units) returns ``critic_loss`` and ``q`` (mean Q of the
+    replayed actions over the heads) averaged over its K steps, ``actor_loss`` averaged over
+    the steps that updated the actor (0 if none did), and ``lr``."""
+
+    METRICS = METRICS
 
     _TF_MODULE_IGNORED_PROPERTIES = frozenset({"actor_params", "critic_params", "update_fn", "_call"})
 
@@ -83,21 +84,7 @@ class TD3Learner(tf.Module):
         self.critic_optimizer = build_optimizer(config.optimizer, self.critic_params)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
         self.generator = tf.random.Generator.from_seed(seed)  # target policy smoothing noise
-        self._lr = as_schedule(config.lr)
-        self._reduce = reduce_gradients
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
-        obs, act = self.obs_shape, self.action_shape
-        kb = [None, None]
-        signature = [
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec([*kb, *act], tf.float32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([*kb, *obs], tf.float32),
-            tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([], tf.float32),
-        ]
-        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
-        self._call = flat_caller(self.update_fn)
+        self._compile_update(config, reduce_gradients, _STEP_VALUES)
 
     def replicated_variables(self) -> list[tf.Variable]:
         """The learner's state every replica must hold equal (its networks, targets and
@@ -113,43 +100,13 @@ class TD3Learner(tf.Module):
 
     # --- host API -----------------------------------------------------------------
 
-    def update(self, batches: Transitions | Sequence[np.ndarray], progress: float = 0.0) -> dict[str, float]:
-        """Run one gradient step per minibatch of ``batches`` (fields ``[K, batch, ...]``,
-        or ``[batch, ...]`` for one step; actions in env units) in one compiled call;
-        ``progress`` in [0, 1] drives the learning-rate schedule. Returns ``METRICS``:
-        ``critic_loss`` and ``q`` (mean Q of the replayed actions over the heads)
-        averaged over the K steps, ``actor_loss`` averaged over the steps that updated
-        the actor (0 if none did), and ``lr``."""
-        arrays = stack_transitions(batches, self.obs_shape, self.action_shape)
-        (out,) = self._call(*(to_tensor(x) for x in arrays), tf.constant(progress, tf.float32))
-        return dict(zip(METRICS, out.numpy().tolist(), strict=True))
-
     # --- graphs -------------------------------------------------------------------
 
-    def _update(
-        self,
-        obs: tf.Tensor,
-        actions: tf.Tensor,
-        rewards: tf.Tensor,
-        next_obs: tf.Tensor,
-        terminated: tf.Tensor,
-        progress: tf.Tensor,
-    ) -> tf.Tensor:
-        lr = self._lr(progress)
-        steps = tf.shape(obs)[0]
-
-        def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            batch = (obs[k], actions[k], rewards[k], next_obs[k], terminated[k])
-            return k + 1, totals + self._train_step(batch, lr)
-
-        _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([_STEP_VALUES])))
+    def _metrics(self, totals: tf.Tensor, steps: tf.Tensor, lr: tf.Tensor) -> tf.Tensor:
         n = tf.cast(tf.maximum(steps, 1), tf.float32)
         critic_loss, actor_loss_sum, q_sum, actor_steps = tf.unstack(totals)
         actor_loss = actor_loss_sum / tf.maximum(actor_steps, 1.0)
         return tf.stack([critic_loss / n, actor_loss, q_sum / n, lr])
-
-    def _reduced(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        return list(grads) if self._reduce is None else list(self._reduce(list(grads)))
 
     def _train_step(self, batch: tuple[tf.Tensor, ...], lr: tf.Tensor) -> tf.Tensor:
         """One critic step and, every ``policy_delay`` steps, one actor step and the target updates."""
