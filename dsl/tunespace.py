@@ -28,8 +28,9 @@ from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.overrides import OverrideError, Setting, parse_path
 from rlgen.dsl.schema import check_schema
 from rlgen.dsl.spec import Spec
+from rlgen.dsl.specfile import read_spec
 from rlgen.dsl.validate import Result, locate
-from rlgen.dsl.yamlload import YamlError, load_yaml, read_spec
+from rlgen.dsl.yamlload import YamlError, load_yaml
 
 SCHEMA_FILE = "rlgen-tune.schema.json"
 OBJECTIVES = ("eval_mean_return", "mean_return")

@@ -16,7 +16,8 @@ from rlgen.dsl.findings import Finding
 from rlgen.dsl.overrides import Overrides, Setting, apply_overrides, flagged
 from rlgen.dsl.schema import check_schema, integral
 from rlgen.dsl.spec import Spec, build_spec
-from rlgen.dsl.yamlload import STDIN, SourceMap, YamlError, load_yaml, read_spec
+from rlgen.dsl.specfile import STDIN, read_spec
+from rlgen.dsl.yamlload import SourceMap, YamlError, load_yaml
 
 #: Extra checks run after the language's own (the deploy checks of rlgen.codegen plug in here).
 ExtraCheck = Callable[[Spec, Dataflow], Iterator[Finding]]

@@ -22,13 +22,9 @@ plain Python data from it ourselves, so that
 
 from __future__ import annotations
 
-import errno
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -139,11 +135,7 @@ class YamlError(Exception):
         self.text = text
 
 
-class SpecFileError(OSError):
-    """A spec path that is not a regular file (a FIFO, a device, a directory): exit 2."""
-
-
-def _fail(code: str, message: str, file: str, line: int, column: int, hint: str = "") -> YamlError:
+def fail(code: str, message: str, file: str, line: int, column: int, hint: str = "") -> YamlError:
     return YamlError([Diagnostic(code, Severity.ERROR, message, file, line, column, (), hint)])
 
 
@@ -323,12 +315,12 @@ def _line_col(text: str, index: int) -> tuple[int, int]:
 def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
     """Load one YAML document; return ``(data, source_map)`` or raise :class:`YamlError`."""
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
-        raise _too_large(file)
+        raise too_large(file)
     try:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # a control character: the reader checks the whole text first
         line, col = _line_col(text, exc.position)
-        raise _fail(
+        raise fail(
             "E101",
             f"the file contains the control character U+{exc.character:04X}, which YAML does not allow",
             file,
@@ -339,7 +331,7 @@ def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
     try:
         root = loader.get_single_node()
     except _TooBig as exc:
-        raise _fail(
+        raise fail(
             "E105", f"document too large: {exc.what}", file, exc.mark.line + 1, exc.mark.column + 1, _LESS
         ) from None
     except yaml.MarkedYAMLError as exc:
@@ -348,7 +340,7 @@ def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
         message = exc.problem or str(exc)
         if exc.context:
             message = f"{message} ({exc.context})"
-        raise _fail(
+        raise fail(
             "E101",
             f"YAML syntax error: {message}",
             file,
@@ -357,18 +349,18 @@ def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
             "check indentation, colons and quotes around this point",
         ) from None
     except yaml.YAMLError as exc:
-        raise _fail("E101", f"YAML error: {exc}", file, 1, 1, "check the file is a YAML document") from None
+        raise fail("E101", f"YAML error: {exc}", file, 1, 1, "check the file is a YAML document") from None
     finally:
         loader.dispose()
     if root is None:
-        raise _fail(
+        raise fail(
             "E106", "the file is empty", file, 1, 1, "start from an example: rlgen ships examples/ppo-cartpole.rl.yaml"
         )
     builder = _Builder(file, text)
     try:
         data = builder.build(root, ())
     except _TooBig as exc:
-        raise _fail(
+        raise fail(
             "E105", f"document too large: {exc.what}", file, exc.mark.line + 1, exc.mark.column + 1, _LESS
         ) from None
     if builder.errors:
@@ -379,8 +371,8 @@ def load_yaml(text: str, file: str = "<string>") -> tuple[Any, SourceMap]:
 _LESS = "a spec is a small document: remove deeply nested or repeatedly aliased values"
 
 
-def _too_large(file: str) -> YamlError:
-    return _fail(
+def too_large(file: str) -> YamlError:
+    return fail(
         "E105",
         f"file is larger than {MAX_BYTES // 1024} KiB",
         file,
@@ -388,82 +380,3 @@ def _too_large(file: str) -> YamlError:
         1,
         "a spec is a small document; split out data files",
     )
-
-
-def _kind(mode: int) -> str:
-    kinds = {
-        stat.S_ISDIR: "a directory",
-        stat.S_ISFIFO: "a FIFO (named pipe)",
-        stat.S_ISCHR: "a character device",
-        stat.S_ISBLK: "a block device",
-        stat.S_ISSOCK: "a socket",
-    }
-    return next((what for test, what in kinds.items() if test(mode)), "not a regular file")
-
-
-#: Seconds a pipe may stay silent, its writer alive, before reading it gives up (a named FIFO
-#: or ``<(command)``; standard input waits as long as it takes).
-PIPE_WAIT_S = 60.0
-#: The name standard input is read under (``-`` on the command line).
-STDIN = "<stdin>"
-
-
-def read_spec(path: str | Path) -> str:
-    """The text of a spec: a regular file, a pipe (a named FIFO, ``<(command)``) or standard
-    input (``-``), never more than :data:`MAX_BYTES` (+1) bytes read. A device or a directory
-    raises :class:`SpecFileError` (an :class:`OSError`), as do other I/O problems and a pipe
-    silent for :data:`PIPE_WAIT_S`; a text too large or not UTF-8 raises :class:`YamlError`."""
-    file = str(path)
-    if file in ("-", STDIN):
-        return _decoded(_read_capped(0, None), STDIN)
-    mode = os.stat(path).st_mode  # follows symlinks; opens nothing
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file or a pipe")
-    # non-blocking: opening a FIFO that has no writer must not wait for one (it reads as empty)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode  # the file opened is still a regular one, or a pipe
-        if stat.S_ISREG(mode):
-            return _decoded(_read_capped(fd, None), file)
-        if not stat.S_ISFIFO(mode):
-            raise SpecFileError(errno.EINVAL, f"{_kind(mode)}, not a regular file or a pipe")
-        return _decoded(_read_capped(fd, PIPE_WAIT_S), file)
-    finally:
-        os.close(fd)
-
-
-def _read_capped(fd: int, wait: float | None) -> bytes:
-    """Up to :data:`MAX_BYTES` + 1 bytes of ``fd`` (a pipe is waited for, ``wait`` seconds at most
-    while it is silent; None: as long as it takes)."""
-    import select
-
-    chunks, size = [], 0
-    while size <= MAX_BYTES:
-        try:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-        except BlockingIOError:  # a pipe whose writer has not written yet
-            ready, _, _ = select.select([fd], [], [], wait)
-            if not ready:
-                raise SpecFileError(errno.ETIMEDOUT, f"nothing came through the pipe for {wait:.0f} s") from None
-            continue
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _decoded(raw: bytes, file: str) -> str:
-    if len(raw) > MAX_BYTES:
-        raise _too_large(file)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        error = _fail("E101", f"file is not UTF-8 text (byte {exc.start})", file, 1, 1, "save the spec as UTF-8")
-        error.text = raw.decode("utf-8", "replace")
-        raise error from None
-
-
-def load_file(path: str | Path) -> tuple[Any, SourceMap]:
-    """Read (see :func:`read_spec`) and load a spec file."""
-    return load_yaml(read_spec(path), str(path))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -128,17 +129,42 @@ def test_validate_never_imports_tensorflow_or_horovod():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
-def test_a_fifo_or_a_device_is_refused_at_once(tmp_path, special):
-    path = tmp_path / "spec.rl.yaml" if special == "fifo" else special
-    if special == "fifo":
-        os.mkfifo(path)  # no writer: opening it for reading would block forever
+def test_a_device_is_refused_and_a_fifo_without_writer_reads_empty_at_once(tmp_path):
+    fifo = tmp_path / "spec.rl.yaml"
+    os.mkfifo(fifo)  # no writer: opening it for reading must not wait for one
     for command in ("validate", "build"):
         start = time.perf_counter()
-        r = rlgen(command, path)
+        r = rlgen(command, "/dev/zero")
         assert r.returncode == 2, r.stdout + r.stderr
-        assert "not a regular file" in r.stderr and "Traceback" not in r.stderr
+        assert "a character device, not a regular file or a pipe" in r.stderr and "Traceback" not in r.stderr
+        r = rlgen(command, fifo)
+        assert r.returncode == 1 and "E106" in r.stdout + r.stderr and "the file is empty" in r.stdout + r.stderr
         assert time.perf_counter() - start < 30
+
+
+def test_a_spec_is_read_from_standard_input_and_from_a_pipe(tmp_path):
+    text = PPO.read_text()
+    r = subprocess.run([sys.executable, "-m", "rlgen", "validate", "-"], input=text, capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (0, "<stdin>: ok\n"), r.stderr
+    bad = text.replace("num_envs: 8", "num_envs: 7", 1)
+    r = subprocess.run([sys.executable, "-m", "rlgen", "validate", "-"], input=bad, capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout.startswith("<stdin>:"), r.stdout  # located as in a file
+    piped = f"{shlex.quote(sys.executable)} -m rlgen validate <(cat {shlex.quote(str(PPO))})"
+    r = subprocess.run(["bash", "-c", piped], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.endswith(": ok\n"), r.stdout + r.stderr
+    big = "#" * (2 << 20)
+    r = subprocess.run([sys.executable, "-m", "rlgen", "validate", "-"], input=big, capture_output=True, text=True)
+    assert r.returncode == 1 and "E105" in r.stdout  # the size cap holds for pipes too
+
+
+def test_control_characters_in_a_file_name_are_escaped(tmp_path):
+    odd = tmp_path / "a\x1b[31mb.rl.yaml"
+    odd.write_text(PPO.read_text())
+    r = rlgen("validate", odd)
+    assert r.returncode == 0 and "\x1b" not in r.stdout and "a\\x1b[31mb.rl.yaml: ok" in r.stdout
+    odd.write_text("x")
+    r = rlgen("validate", odd)
+    assert r.returncode == 1 and "\x1b" not in r.stdout + r.stderr
 
 
 def test_huge_worker_counts_are_refused_at_once():

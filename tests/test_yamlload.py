@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from rlgen.dsl.yamlload import MAX_BYTES, SpecFileError, YamlError, load_file, load_yaml, read_spec
+from rlgen.dsl.specfile import SpecFileError, load_file, read_spec
+from rlgen.dsl.yamlload import MAX_BYTES, YamlError, load_yaml
 
 
 def codes(exc: YamlError) -> list[str]:
@@ -221,13 +222,32 @@ def test_numbers_as_keys_are_the_key_as_written():
 
 
 # --- reading files --------------------------------------------------------------------------
-def test_a_fifo_is_refused_without_blocking(tmp_path):
+def test_a_pipe_is_read_to_its_end_and_never_waited_on_forever(tmp_path, monkeypatch):
+    from rlgen.dsl import specfile
+
     fifo = tmp_path / "spec.rl.yaml"
     os.mkfifo(fifo)
     start = time.perf_counter()
-    with pytest.raises(SpecFileError, match="FIFO"):
-        read_spec(fifo)
+    assert read_spec(fifo) == ""  # a FIFO with no writer: empty at once, never blocked on
     assert time.perf_counter() - start < 5
+    monkeypatch.setattr(specfile, "PIPE_WAIT_S", 0.3)
+    for written, closed in (("rlgen: 1\n", True), ("", False)):
+        r, w = os.pipe()  # as bash's <(command) hands it over: /dev/fd/N
+        try:
+            os.write(w, written.encode())
+            if closed:
+                os.close(w)
+            path = tmp_path / f"pipe-{closed}"
+            os.symlink(f"/proc/{os.getpid()}/fd/{r}", path)
+            if closed:
+                assert read_spec(path) == written
+            else:  # a writer alive and silent: given up on, saying why
+                with pytest.raises(SpecFileError, match="nothing came through the pipe for 0.3 s"):
+                    read_spec(path)
+        finally:
+            os.close(r)
+            if not closed:
+                os.close(w)
 
 
 @pytest.mark.parametrize(("path", "what"), [("/dev/zero", "character device"), ("/", "directory")])
