@@ -155,7 +155,7 @@ def format_table(results: Sequence[PolicyResult], target: float | None = None) -
     if any(r.rest_ms_per_iteration for r in results):  # the actors', env workers', other learners' time
         for part in PARTS:
             cells = (_fmt(r.rest_ms_per_iteration.get(part), "{:.1f}") for r in results)
-            rows.append([f"  other ranks: {part}", *cells])
+            rows.append([f"other ranks: {part}", *cells])
     widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
     lines = [
         "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))

@@ -151,9 +151,10 @@ def test_a_candidate_predicted_much_faster_is_tried_rather_than_measured_apart(t
     assert "back to single below 900 steps/s" in c.record["why"]
     assert c.trial_floor() == "900.0:8:3.0"
     doc = json.loads((tmp_path / "run.json").read_text())["auto"]
-    assert doc["trial"]["steps_per_s"] is None and doc["choice"]["policy"] == top.policy
+    assert doc["trial"] == {"policy": top.policy, "workers": top.workers}  # to be tried: no figure yet
+    assert doc["choice"]["policy"] == top.policy
     # it measured slower than single's profile: the run goes back to single, and says why
-    c.tried(900.0, kept=False, spent_s=12.0)
+    c.tried((900.0, "8 iterations, 3.1 s"), kept=False, spent_s=12.0)
     assert c.choice.policy == "single" and top.measured == 900.0
     doc = json.loads((tmp_path / "run.json").read_text())["auto"]
     assert doc["choice"] == {"policy": "single", "workers": 1} and doc["trial"]["kept"] is False
@@ -164,13 +165,27 @@ def test_a_kept_trial_stays_chosen_and_a_short_run_is_not_tried(tmp_path):
     c = chooser(tmp_path, {}, 10**7)
     assert c.decide(records(1000.0)) is True
     tried = c.choice
-    c.tried(1800.0, kept=True)
+    c.tried((1800.0, "8 iterations, 3.2 s"), kept=True)
     doc = json.loads((tmp_path / "run.json").read_text())["auto"]
-    assert c.choice is tried and doc["trial"] == {**doc["trial"], "steps_per_s": 1800.0, "kept": True}
+    assert c.choice is tried and doc["trial"] == {**doc["trial"], "steps_per_s": 1800.0, "kept": True, "measured": True}
+    assert doc["trial"]["measured_over"] == "8 iterations, 3.2 s"
     c = chooser(tmp_path, {}, 20_000)  # 16 s left: trying costs a restart it cannot win back
     assert c.decide(records(1000.0)) is False and not c.trial and c.choice.policy == "single"
     c = chooser(tmp_path, {}, 10**7, budget=5.0)  # a start would cost more than the budget if the trial fails
     assert c.decide(records(1000.0)) is False and not c.trial
+
+
+def test_a_trial_the_run_ended_before_it_measured_says_so_with_no_figure(tmp_path):
+    c = chooser(tmp_path, {}, 10**7)
+    assert c.decide(records(1000.0)) is True
+    notes: list[str] = []
+    c.note = notes.append
+    c.tried(None, kept=True)
+    trial = json.loads((tmp_path / "run.json").read_text())["auto"]["trial"]
+    assert trial["measured"] is False and trial["kept"] is True and "steps_per_s" not in trial
+    assert trial["note"].startswith("the run ended before the trial's measurement")
+    tried = next(line for line in notes if line.startswith(c.choice.label))  # the printed table's row
+    assert "tried: the run ended before the trial measured it" in tried and " - " in tried
 
 
 def _rank_entry(tmp_path: Path, *args: str) -> tuple[dict, list[dict]]:
@@ -280,7 +295,11 @@ def test_auto_tries_the_predicted_best_on_a_long_run_and_keeps_one_run(tmp_path)
     doc = json.loads((run_dir / "run.json").read_text())
     auto = doc["auto"]
     trial = auto["trial"]
-    assert trial["steps_per_s"] > 0 and auto["calibration_s"] < 60
+    assert auto["calibration_s"] < 60
+    if not trial["measured"]:  # a loaded machine: the run ended before the trial's window; it says so
+        assert trial["kept"] and "steps_per_s" not in trial and trial["note"]
+        return
+    assert trial["steps_per_s"] > 0 and trial["measured_over"]
     tried = (trial["policy"], trial["workers"])
     assert tried != ("single", 1)
     single = auto["candidates"][0]["measured"]
