@@ -40,8 +40,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlgen.codegen.policies import POLICIES
 from rlgen.app.bench import run_policy, speed_only
+from rlgen.codegen.policies import POLICIES
 from rlgen.runtime.metricslog import per_iteration
 
 ROOT = Path(__file__).resolve().parent.parent
