@@ -12,6 +12,7 @@ import time
 import pytest
 
 from rlgen.launch.job import BuildInfo, LaunchError, prepare_run_dir
+from rlgen.runtime.rundir import RunDir
 from rlgen.runtime.lifeline import EXIT_ABORTED, Event, Switchboard
 from rlgen.runtime.progress import Progress
 
@@ -109,9 +110,9 @@ def test_build_info_refuses_a_directory_that_is_not_a_build(tmp_path):
 def test_run_directory_is_never_overwritten(tmp_path):
     (tmp_path / "old.txt").write_text("keep me")
     with pytest.raises(LaunchError, match="not empty"):
-        prepare_run_dir(tmp_path, None, resume=False)  # type: ignore[arg-type]
+        prepare_run_dir(RunDir(tmp_path), None, resume=False)  # type: ignore[arg-type]
     with pytest.raises(LaunchError, match="not a run directory"):
-        prepare_run_dir(tmp_path, None, resume=True)  # type: ignore[arg-type]
+        prepare_run_dir(RunDir(tmp_path), None, resume=True)  # type: ignore[arg-type]
     assert (tmp_path / "old.txt").read_text() == "keep me"
 
 
