@@ -129,7 +129,8 @@ class Evaluation:
             mean, std, steps = self.last or (math.nan, math.nan, -1)
             same = {"eval_mean_return": mean, "eval_std_return": std} if steps == env_steps else None
             return same, False
-        self.last_steps = env_steps
+        # the closing evaluation is not a periodic one: the schedule (in the checkpoint) stays,
+        # so a run split with --iterations evaluates where one run would
         if self.process is None:
             with self.timed():
                 return self._here(env_steps), False
