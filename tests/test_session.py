@@ -107,8 +107,11 @@ def test_no_intact_checkpoint_is_a_clear_error(tmp_path):
     _train(tmp_path, 1)
     for path in (tmp_path / "checkpoints").glob("*.state.json"):
         path.unlink()
-    with pytest.raises(RuntimeError, match=r"no intact checkpoint .*ckpt-100 \(no run state\)"):
+    from rlgen.runtime.checkpoints import NoCheckpoint
+
+    with pytest.raises(NoCheckpoint, match=r"no intact checkpoint .*ckpt-100 \(no run state\) unusable"):
         _train(tmp_path, 1, resume=True)
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "damaged").iterdir())[0].startswith("ckpt-100")
 
 
 def test_only_the_kept_checkpoints_keep_their_state_files(tmp_path):

@@ -58,7 +58,7 @@ def test_runs_with_the_in_graph_env(tmp_path, policy, workers):
         env=dict(os.environ),
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    package = next((tmp_path / "build").glob("*/ppo_cartpole"))
+    package = next((run_dir / "build").glob("*/ppo_cartpole"))  # the build the run ran, in its directory
     if policy == "single":  # the whole iteration is one compiled graph: no env fragment
         assert not list(package.glob("env*.py"))
         assert "tf.while_loop(" in (package / "agent.py").read_text()
