@@ -79,7 +79,7 @@ def expand(patterns: Sequence[str]) -> list[str]:
     """Files named or matched by globs (``-`` is standard input)."""
     files: list[str] = []
     for pattern in patterns:
-        if glob.has_magic(pattern):
+        if glob.has_magic(pattern) and not os.path.lexists(pattern):  # spec[1].rl.yaml is a name
             matched = sorted(glob.glob(pattern, recursive=True))
             if not matched:
                 raise UsageError(f"no files match '{pattern}'")

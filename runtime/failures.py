@@ -10,6 +10,24 @@ from typing import Any
 from .metricslog import RowsNotWritten, disk_full
 from .rundir import RunDir, write_atomic
 
+# what Gloo and Horovod say when the other end of a collective went away: another rank's failure
+# seen from here, not a cause
+_PEER_GONE = (
+    "Horovod has been shut down",
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "gloo/transport",
+)
+
+
+def peer_gone(error: BaseException) -> bool:
+    """Whether ``error`` is this rank noticing that another rank is gone."""
+    from .channels import PeerLost
+
+    text = str(error)
+    return isinstance(error, PeerLost) or any(marker in text for marker in _PEER_GONE)
+
 
 def failure_reason(error: BaseException) -> str:
     """A failure in one line: what happened, without TensorFlow's execution-error boilerplate
@@ -18,6 +36,8 @@ def failure_reason(error: BaseException) -> str:
     first = next((ln.strip() for ln in text.splitlines() if ln.strip() and "execution error" not in ln), "")
     if "Horovod has been shut down" in text:
         first = "stopped because another rank failed (Horovod shut down)"
+    elif peer_gone(error) and getattr(error, "rank", None) is None and not disk_full(error):
+        first = "lost the connection to another rank (it stopped or was killed)"
     if isinstance(error, KeyboardInterrupt):
         return "aborted by a second Ctrl-C"
     if getattr(error, "plain", False):  # an error of rlgen's own that says it all
@@ -37,11 +57,7 @@ def report_failure(error: BaseException, rank: int, run_dir: RunDir, lifeline: A
     traceback. Returns the reason."""
     reason = failure_reason(error)
     if lifeline is not None:
-        # a lost peer or a Horovod shutdown is another rank's failure seen from here
-        from .channels import PeerLost
-
-        secondary = "Horovod has been shut down" in str(error) or isinstance(error, PeerLost)
-        lifeline.send("error", reason=reason, secondary=secondary)
+        lifeline.send("error", reason=reason, secondary=peer_gone(error))
     details = "".join(traceback.format_exception(error))
     with contextlib.suppress(OSError):  # e.g. a full or read-only disk: the reason went over the lifeline
         write_atomic(run_dir.rank_file(rank, "error"), reason + "\n\n" + details)

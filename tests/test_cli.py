@@ -47,6 +47,14 @@ def test_glob_is_expanded():
     assert r.returncode == 0 and r.stdout.count(": ok") == len(EXAMPLES)
 
 
+def test_an_existing_name_with_glob_characters_is_a_name(tmp_path):
+    shutil.copy(PPO, tmp_path / "spec[1].rl.yaml")
+    r = rlgen("validate", "spec[1].rl.yaml", cwd=tmp_path)
+    assert r.returncode == 0 and "spec[1].rl.yaml: ok" in r.stdout, r.stdout + r.stderr
+    r = rlgen("validate", "spec[2].rl.yaml", cwd=tmp_path)
+    assert r.returncode == 2 and "no files match 'spec[2].rl.yaml'" in r.stderr
+
+
 def test_invalid_exit_1_with_compiler_style_output():
     bad = ROOT / "tests/corpus/invalid/06-misspelt-learner-key.rl.yaml"
     r = rlgen("validate", bad)

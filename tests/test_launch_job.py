@@ -12,9 +12,9 @@ import time
 import pytest
 
 from rlgen.launch.job import BuildInfo, LaunchError, prepare_run_dir
-from rlgen.runtime.rundir import RunDir
 from rlgen.runtime.lifeline import EXIT_ABORTED, Event, Switchboard
 from rlgen.runtime.progress import Progress
+from rlgen.runtime.rundir import RunDir
 
 
 def _board_events(board: Switchboard, until, timeout: float = 5.0) -> list[Event]:

@@ -192,3 +192,24 @@ def test_a_full_disk_fails_the_run_saying_so_and_keeps_every_file_whole(tmp_path
     (small_disk / "filler").unlink()  # space again: the run goes on from it
     r = rlgen("run", "--resume", run_dir, "--iterations", 1, "--quiet", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_lost_gloo_connection_is_another_ranks_failure_seen_from_here():
+    """Gloo's "connection reset by peer" on a survivor must not be taken as the cause of a
+    killed rank: the launcher waits for the killed rank's own report."""
+    import tensorflow as tf
+
+    from rlgen.runtime.channels import PeerLost
+    from rlgen.runtime.failures import failure_reason, peer_gone
+
+    gloo = tf.errors.UnknownError(
+        None,
+        None,
+        "{{function_node __inference_function_1785}} [/tmp/x/gloo/transport/tcp/pair.cc:589] "
+        "Read error [127.0.0.1]:17805: Connection reset by peer",
+    )
+    assert peer_gone(gloo) and peer_gone(PeerLost(1))
+    assert "another rank" in failure_reason(gloo) and "function_node" not in failure_reason(gloo)
+    assert failure_reason(PeerLost(1)) == "PeerLost: rank 1 closed its connection (it failed or was killed)"
+    assert not peer_gone(ValueError("observation has the wrong shape"))
+    assert not peer_gone(OSError(28, "No space left on device"))
