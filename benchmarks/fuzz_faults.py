@@ -27,7 +27,7 @@ faults by the names the run prints):
   as standard input), lists nested 10,000 deep, a YAML alias bomb ("billion laughs"), a NUL
   byte, a directory, names with control characters (ESC sequences, BEL, a line break) and a
   name with glob characters (``spec[1].rl.yaml``). For each: exit code, first line of output,
-  wall seconds and peak RSS (``os.wait4``'s); flagged: over 5 s (the silent pipe: over its
+  wall seconds and peak RSS (GNU time's ``%M``); flagged: over 5 s (the silent pipe: over its
   wait and 5 s more), over 200 MB, a traceback, an exit code other than the expected one (1:
   a diagnostic about the text; 2: the file cannot be read), or a raw control character
   printed back.
@@ -71,6 +71,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RLGEN = Path(sys.executable).with_name("rlgen")  # the installed console script, as a user runs it
+GNU_TIME = Path("/usr/bin/time")  # its %M: a command's peak RSS
 PPO = ROOT / "examples" / "ppo-cartpole.rl.yaml"
 SECTIONS = ("fuzz", "hostile", "faults")
 SLOW_S = 5.0  # a validation, or a hostile file, taking longer is flagged
@@ -347,12 +348,16 @@ class Measured:
 
 
 def measured(cmd: list[str], cwd: Path, env: dict, timeout: float, stdin: Path | None = None) -> Measured:
-    """Run ``cmd``: its exit code, output (stderr first), wall seconds and peak RSS (the
-    process's own, from ``os.wait4``)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run ``cmd``: its exit code, output (stderr first), wall seconds and peak RSS. The RSS is
+    GNU time's ``%M`` where /usr/bin/time is installed: ``os.wait4``'s figure for a child of this
+    process counts this process's own size too (a forked child's memory before its exec)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as rss:
+        wrapped = [str(GNU_TIME), "-f", "%M", "-o", rss.name, *cmd] if GNU_TIME.exists() else cmd
         with open(stdin or os.devnull, "rb") as feed:
             start = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=feed, stdout=out, stderr=err)
+            proc = subprocess.Popen(
+                wrapped, cwd=cwd, env=env, stdin=feed, stdout=out, stderr=err, start_new_session=True
+            )
         code, usage = None, None
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -360,7 +365,8 @@ def measured(cmd: list[str], cwd: Path, env: dict, timeout: float, stdin: Path |
                 code = os.waitstatus_to_exitcode(status)
                 break
             if time.perf_counter() - start > timeout:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 _, _, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.01)
@@ -369,7 +375,11 @@ def measured(cmd: list[str], cwd: Path, env: dict, timeout: float, stdin: Path |
         err.seek(0)
         out.seek(0)
         text = err.read().decode("utf-8", "replace") + out.read().decode("utf-8", "replace")
-    return Measured(code, text, seconds, usage.ru_maxrss / 1024)
+        peak = usage.ru_maxrss / 1024
+        if GNU_TIME.exists():
+            said = Path(rss.name).read_text().split()
+            peak = int(said[-1]) / 1024 if said and said[-1].isdigit() else float("nan")
+    return Measured(code, text, seconds, peak)
 
 
 def billion_laughs() -> str:
@@ -696,17 +706,25 @@ def fault_sigterm(folder: Path, env: dict, report: Report, rows: list, policy: s
         reap(run_dir)
     busy_code = second.returncode if second else None
     busy_msg = line_of(second.stderr, 110) if second else "timed out"
-    busy_ok = busy_code == 2 and busy_msg.startswith(f"rlgen run: error: run directory {run_dir} is in use by rlgen")
+    busy_ok = busy_code == 2 and (second.stderr if second else "").startswith(
+        f"rlgen run: error: run directory {run_dir} is in use by rlgen run (pid {run.proc.pid} on "
+    )
     doc = read_json(run_dir / "run.json")
     state = read_json(run_dir / "state.json")
     last, _ = metrics(run_dir)
     at_last = bool(state) and bool(last) and state.get("env_steps") == last[-1]["env_steps"]
-    resume_ok = False
-    if state:
-        r = rlgen_now(["run", "--resume", run_dir, "--iterations", state["iteration"] + 2, "--quiet"], folder, env, 600)
+    resume_ok, resume_why = False, "no state.json"
+    if state:  # two more iterations from the final checkpoint
+        r = rlgen_now(["run", "--resume", run_dir, "--iterations", 2, "--quiet"], folder, env, 600)
         after, _ = metrics(run_dir)
-        resume_ok = (
-            r is not None and r.returncode == 0 and bool(after) and after[-1]["iteration"] == state["iteration"] + 2
+        got = after[-1]["iteration"] if after else None
+        resume_ok = r is not None and r.returncode == 0 and got == state["iteration"] + 2
+        resume_why = (
+            "timed out"
+            if r is None
+            else f"exit {r.returncode}: {line_of(r.stderr)}"
+            if r.returncode
+            else f"last row {got}, not {state['iteration'] + 2}"
         )
     reap(run_dir)
     clean = "Traceback" not in run.err
@@ -715,7 +733,7 @@ def fault_sigterm(folder: Path, env: dict, report: Report, rows: list, policy: s
     rows.append([f"{tag}: exit", code, "143"])
     rows.append([f"{tag}: run.json status", doc.get("status"), "terminated"])
     rows.append([f"{tag}: final checkpoint at the last row", yes(at_last), "yes"])
-    rows.append([f"{tag}: resume works", yes(resume_ok), "yes"])
+    rows.append([f"{tag}: resume works", yes(resume_ok) + ("" if resume_ok else f" ({resume_why})"), "yes"])
     key = policy.replace("-", "_")
     report.figure(f"faults.busy_run_dir.{key}.exit", busy_code)
     report.figure(f"faults.busy_run_dir.{key}.message", busy_msg)
@@ -727,7 +745,7 @@ def fault_sigterm(folder: Path, env: dict, report: Report, rows: list, policy: s
     report.check(code == 143 and clean, f"faults: {tag}: exit {code}{'' if clean else ', a traceback'}")
     report.check(doc.get("status") == "terminated", f"faults: {tag}: run.json status {doc.get('status')}")
     report.check(at_last, f"faults: {tag}: the final checkpoint is not at the last row")
-    report.check(resume_ok, f"faults: {tag}: resume failed")
+    report.check(resume_ok, f"faults: {tag}: resume failed ({resume_why})")
 
 
 def fault_second_ctrl_c(folder: Path, env: dict, report: Report, rows: list, policy: str, workers: int) -> None:
@@ -924,6 +942,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", type=int, metavar="I", help="print mutant I of --seed's sequence and exit")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (its path is printed)")
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # each section's lines as they come, into a file too
     if args.dump is not None:
         edits, text = make_mutants(args.seed, args.dump + 1)[args.dump]
         print(f"# mutant {args.dump}, seed {args.seed}: {edits}", file=sys.stderr)
@@ -939,7 +958,9 @@ def main(argv: list[str] | None = None) -> int:
         shown += ["--mutants", str(args.mutants), "--seed", str(args.seed), "--run-sample", str(args.run_sample)]
     if "faults" in only:
         shown += ["--kills", str(args.kills)] + (["--faults", args.faults] if args.faults else [])
-    print(f"command: python benchmarks/fuzz_faults.py {shlex.join(argv if argv is not None else sys.argv[1:])}")
+    print(
+        f"command: python benchmarks/fuzz_faults.py {shlex.join(argv if argv is not None else sys.argv[1:])}".rstrip()
+    )
     print(f"settings: {shlex.join(shown)}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}; rlgen {rlgen.__version__} at {Path(rlgen.__file__).parent} "
           f"(commit {git_commit()}); {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")  # fmt: skip
