@@ -736,7 +736,7 @@ def fault_sigterm(folder: Path, env: dict, report: Report, rows: list, policy: s
     rows.append([f"{tag}: resume works", yes(resume_ok) + ("" if resume_ok else f" ({resume_why})"), "yes"])
     key = policy.replace("-", "_")
     report.figure(f"faults.busy_run_dir.{key}.exit", busy_code)
-    report.figure(f"faults.busy_run_dir.{key}.message", busy_msg)
+    report.figure(f"faults.busy_run_dir.{key}.message", line_of(second.stderr, 200) if second else "timed out")
     report.figure(f"faults.sigterm.{key}.exit", code)
     report.figure(f"faults.sigterm.{key}.status", doc.get("status"))
     report.figure(f"faults.sigterm.{key}.final_checkpoint_at_last_row", yes(at_last))
