@@ -31,7 +31,7 @@ def billion_laughs() -> str:
 
 
 def hostile(args: argparse.Namespace, work: Path, report: Report) -> None:
-    from rlgen.dsl.yamlload import PIPE_WAIT_S
+    from rlgen.dsl.specfile import PIPE_WAIT_S
 
     start = time.perf_counter()
     folder = work / "hostile"
