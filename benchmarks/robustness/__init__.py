@@ -1,7 +1,7 @@
 """Faults and fuzzing of the command line as a user meets it: what held, with the command that
 produced the figures, for docs/benchmarks.md.
 
-    .venv/bin/python -m benchmarks.robustness                       # everything (about 15 min on 2 busy cores)
+    .venv/bin/python -m benchmarks.robustness             # everything (44 min with --kills 10, 2 cores at load 12-17)
     .venv/bin/python -m benchmarks.robustness --only fuzz --mutants 1000 --seed 7
     .venv/bin/python -m benchmarks.robustness --seed 7 --dump 17 > m.rl.yaml   # one mutant, to reproduce it
 
