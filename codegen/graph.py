@@ -14,7 +14,8 @@ from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import json_path
 from rlgen.dsl.spec import Spec
 
-#: Fields of an on-policy rollout as the learner receives them (rlgen.runtime.buffers.Rollout).
+#: Fields of an on-policy rollout as the learner receives them (rlgen.runtime.buffers.Rollout);
+#: a rollout that stores the global state has ``states`` after them.
 ROLLOUT_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "valid", "logp", "values")
 #: Length of the metrics vector each learner kind returns (None: not known before run).
 METRIC_COUNTS = {kind: len(algo.metrics) for kind, algo in ALGORITHMS.items()}
@@ -39,6 +40,7 @@ class _Shapes:
 
     def __init__(self, spaces: EnvSpaces, batch: int) -> None:
         self.obs = tuple(spaces.observation.shape)
+        self.state = tuple(spaces.state or ())
         act = spaces.action
         self.discrete = act.kind == "discrete"
         self.act_shape = () if self.discrete else tuple(act.shape)
@@ -48,6 +50,7 @@ class _Shapes:
     def per_env(self, vtype: str) -> tuple[str, tuple[int, ...]]:
         return {
             "obs": ("float32", self.obs),
+            "state": ("float32", self.state),
             "action": (self.act_dtype, self.act_shape),
             "reward": ("float32", ()),
             "flag": ("bool", ()),
@@ -61,10 +64,14 @@ class _Shapes:
         dtype, shape = self.per_env(vtype)
         return (Tensor(name, dtype, (self.batch, *shape), 0),)
 
-    def rollout(self, length: int) -> tuple[Tensor, ...]:
-        special = {"obs": ("float32", self.obs), "actions": (self.act_dtype, self.act_shape)}
+    def rollout(self, length: int, state: bool = False) -> tuple[Tensor, ...]:
+        special = {
+            "obs": ("float32", self.obs),
+            "actions": (self.act_dtype, self.act_shape),
+            "states": ("float32", self.state),
+        }
         out = []
-        for f in ROLLOUT_FIELDS:
+        for f in ROLLOUT_FIELDS + (("states",) if state else ()):
             dtype, shape = special.get(f, ("float32", ()))
             out.append(Tensor(f, dtype, (length, self.batch, *shape), 1))
         return tuple(out)
@@ -97,7 +104,7 @@ def build_graph(spec: Spec, flow: Dataflow, spaces: EnvSpaces | None, batch: int
             "the env's observation and action spaces are unknown, so shapes cannot be fixed; "
             "declare them under `env: spaces:` (e.g. {observation: {shape: [4]}, action: {n: 2}})"
         )
-    shapes = _Shapes(spaces, batch or spec.env.num_envs)
+    shapes = _Shapes(spaces, (batch or spec.env.num_envs) * spaces.rows)
     blocks = tuple(
         BlockInfo(b.name, b.repeat, b.every, b.after, json_path(b.path), b.carry, b.every_steps)
         for b in spec.loop.all_blocks()
@@ -158,7 +165,7 @@ def _buffer_edge(spec, flow, shapes, name, nodes, blocks) -> Edge:
     block = next(b for b in blocks if producer and b.name == producer.block) if producer else None
     if comp.kind == "rollout":
         length = comp.get("length") or (block.repeat if block else 1)
-        parts = shapes.rollout(length)
+        parts = shapes.rollout(length, state=bool(producer) and len(producer.inputs) >= 8)
     else:
         method = comp.methods["insert"]
         fields = tuple((p.name, p.type) for p in method.inputs)

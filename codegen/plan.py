@@ -45,6 +45,8 @@ class NetworkPlan:
     output_size: int | tuple[int, ...]
     gain: float | tuple[float, ...]
     seed: int
+    #: ``state`` where it reads the global state (a centralised critic) rather than ``obs``.
+    input: str | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,10 @@ class EnvPlan:
     kwargs: dict[str, Any]
     max_episode_steps: int | None
     wrappers: tuple[dict[str, Any], ...] | None = field(default=None, metadata=OPTIONAL)  # env.wrappers, if any
+    #: A PettingZoo env (``$.env.pettingzoo``), its global state and its agents per env copy.
+    pettingzoo: str | None = field(default=None, metadata=OPTIONAL)
+    state: str | None = field(default=None, metadata=OPTIONAL)
+    agents: int | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,8 @@ class FragmentPlan:
     outputs: tuple[PortPlan, ...] = ()
     env_groups: int = 1  # an env fragment's envs in groups, stepped one group at a time
     normalize: NormalizePlan | None = field(default=None, metadata=OPTIONAL)
+    #: The global state's shape per row, where the loop has a ``state`` value (multi-agent).
+    state_shape: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:

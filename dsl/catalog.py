@@ -10,24 +10,24 @@ from rlgen.dsl.methods import Method
 from rlgen.dsl.methods import method as _m
 
 #: Value types flowing through the loop. Shapes are per env (batch dimension implicit).
-VALUE_TYPES = ("obs", "action", "reward", "flag", "logp", "value", "buffer", "batch", "metrics")
+VALUE_TYPES = ("obs", "state", "action", "reward", "flag", "logp", "value", "buffer", "batch", "metrics")
 
 RESERVED_NAMES = frozenset({"env", "weights", "init", "gradients"})
 
 
 ENV_METHODS = {
-    "reset": _m("reset", "", "obs:obs"),
-    "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag"),
+    "reset": _m("reset", "", "obs:obs state:state?"),
+    "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag state:state?"),
 }
 
 METHODS: dict[str, dict[str, Method]] = {
     "policy": {"act": _m("act", "obs:obs", "action:action logp:logp?")},
-    "value": {"value": _m("value", "obs:obs", "value:value")},
+    "value": {"value": _m("value", "obs:obs|state", "value:value")},
     "qvalue": {"act": _m("act", "obs:obs", "action:action")},
     "rollout": {
         "insert": _m(
             "insert",
-            "obs:obs action:action reward:reward terminated:flag truncated:flag logp:logp? value:value?",
+            "obs:obs action:action reward:reward terminated:flag truncated:flag logp:logp? value:value? state:state?",
         )
     },
     "replay": {
@@ -77,6 +77,15 @@ class EnvSpaces:
     observation: Space
     action: Space
     max_episode_steps: int | None = None
+    #: A PettingZoo env's agents (folded into the batch: ``agents`` rows per env copy) and
+    #: the shape of its global state, if the spec asks for one.
+    agents: tuple[str, ...] = ()
+    state: tuple[int, ...] | None = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of every per-agent value per env copy (1 for a single-agent env)."""
+        return max(1, len(self.agents))
 
 
 #: Spaces of environments rlgen knows without importing gymnasium (classic control + Box2D).

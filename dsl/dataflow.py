@@ -218,13 +218,14 @@ def _use(spec, flow, lc, arg, ptype, visible, carried, produced_at, pos) -> None
         return
     flow.uses.setdefault(name, []).append(lc)
     value = flow.values.get(name)
-    if value and ptype and ptype != value.type:
+    accepted = ptype.split("|") if ptype else []
+    if value and ptype and value.type not in accepted:
         flow.findings.append(
             error(
                 "E309",
                 lc.path,
                 f"'{name}' is {article(value.type)} (from {value.producer.call.target}), "
-                f"but {lc.call.target} expects {article(ptype)} here",
+                f"but {lc.call.target} expects {' or '.join(article(t) for t in accepted)} here",
                 "check the order of the arguments against the method's signature",
                 offset=arg.offset,
                 length=len(name),

@@ -57,6 +57,8 @@ def _from_gym_space(space) -> Space | None:
 
 def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
     """The env's spaces and any finding about the env id (unknown id, cannot read spaces)."""
+    if env.multi_agent:
+        return agent_spaces(env)
     obs, act = _declared(env.observation), _declared(env.action)
     if obs and act:
         return EnvSpaces(obs, act, env.max_episode_steps), []
@@ -140,3 +142,65 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
             )
         ]
     return EnvSpaces(obs or o, act or a, env.max_episode_steps or limit), []
+
+
+def _space(data: dict) -> Space | None:
+    if "n" in data:
+        return Space("discrete", n=int(data["n"]))
+    if "shape" in data:
+        return Space("box", tuple(data["shape"]), low=data.get("low"), high=data.get("high"))
+    return None
+
+
+def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
+    """A PettingZoo env's agents and spaces, read in a limited child process. All agents form
+    one group and must have equal spaces; every per-agent value gets ``len(agents)`` rows per
+    env copy."""
+    from rlgen.dsl.agents import ProbeError, read_agent_spaces
+
+    try:
+        got = read_agent_spaces(env.pettingzoo, env.kwargs, env.state)
+    except ProbeError as exc:
+        return None, [
+            error(
+                "E420",
+                ("env", "pettingzoo"),
+                f"could not make the PettingZoo env '{env.pettingzoo}' to read its agents and spaces: {exc}",
+                "check the module path and `kwargs` (e.g. `pettingzoo: mpe2.simple_spread_v3`; "
+                "`pip install rlgen[marl]` installs mpe2)",
+            )
+        ]
+    if not got.agents:
+        return None, [error("E421", ("env", "pettingzoo"), f"'{env.pettingzoo}' has no agents", "check `kwargs`")]
+    obs, act = got.observations[0], got.actions[0]
+    differ = [a for a, o, x in zip(got.agents, got.observations, got.actions, strict=True) if (o, x) != (obs, act)]
+    if differ:
+        return None, [
+            error(
+                "E421",
+                ("env", "pettingzoo"),
+                f"agents {got.agents[0]} and {differ[0]} have different spaces ({obs}, {act} against "
+                f"{got.observations[got.agents.index(differ[0])]}, {got.actions[got.agents.index(differ[0])]}): "
+                "rlgen folds every agent into one batch, so they must match",
+                "use an env whose agents share their spaces (e.g. simple_spread_v3)",
+            )
+        ]
+    o, a = _space(obs), _space(act)
+    if o is None or o.kind != "box" or a is None or a.kind != "discrete":
+        return None, [
+            error(
+                "E421",
+                ("env", "pettingzoo"),
+                f"the agents' spaces ({obs}, {act}) are not supported for multi-agent envs",
+                "use Box observations and Discrete actions (for MPE: `kwargs: {continuous_actions: false}`)",
+            )
+        ]
+    if env.state == "concat":
+        size = 1
+        for d in o.shape:
+            size *= int(d)
+        state: tuple[int, ...] | None = (size * len(got.agents),)
+    else:
+        state = got.state
+    limit = env.max_episode_steps or got.max_cycles
+    return EnvSpaces(o, a, limit, agents=got.agents, state=state), []

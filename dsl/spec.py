@@ -89,6 +89,15 @@ class EnvSpec:
     action: SpaceDecl | None = None
     normalize: Normalize | None = None
     wrappers: tuple[Wrapper, ...] = ()
+    #: A multi-agent PettingZoo ParallelEnv (module or "pkg.module:callable"), its global
+    #: state (``env`` | ``concat`` | None) and whether its agents share one network.
+    pettingzoo: str | None = None
+    state: str | None = None
+    share: bool = True
+
+    @property
+    def multi_agent(self) -> bool:
+        return self.pettingzoo is not None
 
 
 # --- networks -----------------------------------------------------------------
@@ -399,6 +408,9 @@ def build_spec(data: dict[str, Any]) -> Spec:
         action=_space(spaces.get("action")),
         normalize=_normalize(env_raw.get("normalize")),
         wrappers=parse_wrappers(env_raw.get("wrappers", ())),
+        pettingzoo=env_raw.get("pettingzoo"),
+        state=env_raw.get("state"),
+        share=bool(env_raw.get("agents", {}).get("share", True)),
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
@@ -500,7 +512,10 @@ def resolved(spec: Spec) -> dict[str, Any]:
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    env = {k: v for k, v in _plain(spec.env).items() if k not in ("observation", "action", "normalize", "wrappers")}
+    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share")
+    env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
+    if spec.env.multi_agent:  # written only where they apply, so single-agent builds keep their bytes
+        env.update(pettingzoo=spec.env.pettingzoo, state=spec.env.state, agents={"share": spec.env.share})
     env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
     if spec.env.observation or spec.env.action:
         env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}

@@ -142,6 +142,7 @@ def lower_components(
                 output_size=tuple(sizes) if len(net_heads) > 1 else sizes[0],
                 gain=tuple(gains) if len(net_heads) > 1 else gains[0],
                 seed=1 + sorted(spec.networks).index(n),
+                input="state" if n in state_readers(fdg, ctx) else None,
             )
         )
         if len(net_heads) > 1:  # a shared torso: each component reads its own head
@@ -172,3 +173,15 @@ def lower_components(
 def gaussian(ctx: Context, component: str) -> bool:
     """Does this policy hold a ``log_std`` variable (a Gaussian over box actions)?"""
     return len(component_weights(ctx, component)) > 1
+
+
+def state_readers(fdg: FDG, ctx: Context) -> frozenset[str]:
+    """Networks of value components called on the global ``state`` (a centralised critic)."""
+    out = set()
+    for node in fdg.graph.nodes:
+        comp = ctx.spec.components.get(node.component)
+        if comp is None or comp.kind != "value" or not node.inputs:
+            continue
+        if fdg.graph.edge(node.inputs[0]).type == "state":
+            out.add(comp.get("network"))
+    return frozenset(out)

@@ -134,6 +134,9 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
             dict(env.kwargs),
             env.max_episode_steps,
             tuple(w.as_data() for w in env.wrappers) or None,
+            env.pettingzoo,
+            env.state if env.multi_agent else None,
+            ctx.spaces.rows if env.multi_agent else None,
         ),
         networks=networks,
         components=components,
@@ -147,6 +150,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         inputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.inputs),
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
         normalize=normalize_plan(fdg, ctx, frag, bounds),
+        state_shape=tuple(ctx.spaces.state) if ctx.spaces.state else None,
     )
 
 

@@ -249,6 +249,11 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
             **({"backend": "tensorflow"} if spec.env.backend == "tensorflow" else {}),  # evaluated in the graph
             **({"wrappers": [w.as_data() for w in spec.env.wrappers]} if spec.env.wrappers else {}),
             "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],
+            **(
+                {"pettingzoo": spec.env.pettingzoo, "state": spec.env.state, "agents": ctx.spaces.rows}
+                if spec.env.multi_agent and ctx.spaces
+                else {}
+            ),
         },
         stop_mean_return=train.stop.mean_return,
         window=train.stop.window,

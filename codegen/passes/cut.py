@@ -30,11 +30,13 @@ def _sides(fdg: FDG, ctx: Context) -> tuple[str | None, dict[str, str]]:
 
 
 def fragment_batch(ctx: Context, side: str, workers: int) -> int:
-    """Envs one replica of a fragment handles: a learner behind a cut sees all of them."""
+    """Rows one replica of a fragment handles (envs, times agents for a multi-agent env): a
+    learner behind a cut sees all of them."""
     envs = ctx.spec.env.num_envs
+    rows = ctx.spaces.rows if ctx.spaces else 1
     if side == "learning":
-        return envs
-    return envs // ctx.policy.env_workers(workers)
+        return envs * rows
+    return envs // ctx.policy.env_workers(workers) * rows
 
 
 def cut_at_partitions(fdg: FDG, ctx: Context) -> FDG:

@@ -13,6 +13,7 @@ from rlgen.dsl.checks.registry import CHECKS, Context, check, run_checks
 # isort: off
 from rlgen.dsl.checks import names  # noqa: F401
 from rlgen.dsl.checks import spaces  # noqa: F401
+from rlgen.dsl.checks import agents  # noqa: F401
 from rlgen.dsl.checks import partitions  # noqa: F401
 from rlgen.dsl.checks import train  # noqa: F401
 # isort: on

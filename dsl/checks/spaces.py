@@ -26,11 +26,13 @@ def env_source(ctx: Context) -> Iterator[Finding]:
     ```
     """
     env = ctx.spec.env
+    if env.multi_agent:
+        return  # checks/agents.py
     if env.id is None and env.factory is None:
         yield error(
             "E406",
             ("env",),
-            "the env needs an `id` (a gymnasium id) or a `factory`",
+            "the env needs an `id` (a gymnasium id), a `factory` or a `pettingzoo` env",
             "e.g. `env: {id: CartPole-v1, num_envs: 8}`",
         )
     if env.id and env.factory:

@@ -85,7 +85,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
         ]
         if not inserts:
             continue
-        batch = inserts[0].block.repeat * ctx.spec.env.num_envs
+        rows = ctx.spaces.rows if ctx.spaces else 1
+        batch = inserts[0].block.repeat * ctx.spec.env.num_envs * rows
         mb = comp.get("minibatch")
         path = ("components", info.call.call.component, "minibatch")
         if mb > batch:
@@ -93,7 +94,9 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
                 "E704",
                 path,
                 f"minibatch ({mb}) is larger than the rollout batch ({batch} = "
-                f"{inserts[0].block.repeat} steps × {ctx.spec.env.num_envs} envs)",
+                f"{inserts[0].block.repeat} steps × {ctx.spec.env.num_envs} envs"
+                + (f" × {rows} agents" if rows > 1 else "")
+                + ")",
                 f"use a minibatch ≤ {batch}, or collect more steps per iteration",
             )
         elif batch % mb:

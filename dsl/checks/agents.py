@@ -1,0 +1,131 @@
+"""Multi-agent envs (``env.pettingzoo``): what they combine with, and the global ``state`` value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rlgen.algorithms import ALGORITHMS
+from rlgen.dsl.checks.registry import Context, check
+from rlgen.dsl.diagnostics import quote_list
+from rlgen.dsl.findings import Finding, error
+
+#: Learner kinds whose update reads a rollout's ``state`` field (a centralised critic).
+STATE_LEARNERS = tuple(
+    kind for kind, algo in ALGORITHMS.items() if any(p.type == "state" for m in algo.methods.values() for p in m.inputs)
+)
+
+
+def _env_calls(ctx: Context, method: str) -> Iterator:
+    for block in ctx.spec.loop.all_blocks():
+        for lc in block.calls:
+            if lc.call.component == "env" and lc.call.method == method:
+                yield lc
+
+
+@check
+def multi_agent_env(ctx: Context) -> Iterator[Finding]:
+    """A PettingZoo env stands alone: no gymnasium id, factory, wrappers, declared spaces or
+    normalisation beside it, and no evaluation episodes yet.
+
+    ```yaml
+    env: {pettingzoo: mpe2.simple_spread_v3, id: CartPole-v1}   # E423: one or the other
+    ```
+    """
+    env = ctx.spec.env
+    if not env.multi_agent:
+        return
+    clashes = [
+        ("id", env.id is not None),
+        ("factory", env.factory is not None),
+        ("wrappers", bool(env.wrappers)),
+        ("spaces", env.observation is not None or env.action is not None),
+        ("normalize", env.normalize is not None),
+    ]
+    for key, present in clashes:
+        if present:
+            yield error(
+                "E423",
+                ("env", key),
+                f"`{key}` does not apply to a PettingZoo env (`pettingzoo:`): its agents and spaces come from the env",
+                f"remove `{key}`, or remove `pettingzoo` for a single-agent gymnasium env",
+            )
+    if env.backend == "tensorflow":
+        yield error(
+            "E423",
+            ("env", "backend"),
+            "there is no in-graph TensorFlow version of PettingZoo envs yet",
+            "use `backend: gymnasium` (the default)",
+        )
+    if not env.share:
+        yield error(
+            "E426",
+            ("env", "agents", "share"),
+            "one network per agent (`share: false`) is not built yet: every agent shares one network",
+            "remove `agents: {share: false}`",
+        )
+    if ctx.spec.train.eval.every:
+        yield error(
+            "E425",
+            ("train", "eval"),
+            "evaluation episodes are not supported for multi-agent envs yet; the training episodes' returns are logged",
+            "remove `train.eval`",
+        )
+
+
+@check
+def state_value(ctx: Context) -> Iterator[Finding]:
+    """The env returns a ``state`` (its last output) exactly when ``env.state`` asks for one,
+    and a rollout that stores it is read by a learner with a centralised critic.
+
+    ```yaml
+    env: {pettingzoo: mpe2.simple_spread_v3, state: concat}
+    loop:
+      init: [env.reset() -> obs]                       # E424: reset must also return the state
+    ```
+    """
+    env = ctx.spec.env
+    expected = {"reset": 2, "step": 5}
+    for method, with_state in expected.items():
+        for lc in _env_calls(ctx, method):
+            n = len(lc.call.outputs)
+            if n == with_state and not env.state:
+                yield error(
+                    "E422",
+                    lc.path,
+                    f"env.{method}() returns a state as its last output, but the env has none"
+                    + ("" if env.multi_agent else ": only multi-agent (PettingZoo) envs give a state"),
+                    "add `state: concat` (or `env`) under a `pettingzoo` env, or drop the last output",
+                )
+            elif env.state and n == with_state - 1:
+                outs = "obs, state" if method == "reset" else "next_obs, reward, terminated, truncated, next_state"
+                yield error(
+                    "E424",
+                    lc.path,
+                    f"the env has a state (`env.state: {env.state}`), so env.{method}() returns "
+                    f"{with_state} values; this call takes {n}",
+                    f"write `env.{method}({'action' if method == 'step' else ''}) -> {outs}`, or remove `env.state`",
+                )
+    for name, comp in ctx.spec.components.items():
+        if comp.kind != "rollout":
+            continue
+        stores = any(
+            lc.call.component == name and lc.call.method == "insert" and len(lc.call.args) >= 8
+            for block in ctx.spec.loop.all_blocks()
+            for lc in block.calls
+        )
+        calls = [lc.call for b in ctx.spec.loop.all_blocks() for lc in b.calls]
+        readers = [
+            (lname, learner.kind)
+            for lname, learner in ctx.spec.components.items()
+            if learner.kind in ALGORITHMS
+            and any(c.component == lname and name in [a.text for a in c.args] for c in calls)
+        ]
+        for lname, kind in readers:
+            if stores and kind not in STATE_LEARNERS:
+                yield error(
+                    "E427",
+                    ("components", lname, "kind"),
+                    f"'{name}' stores the state for a centralised critic, but a {kind} learner does not read it",
+                    f"use a learner with a centralised critic ({quote_list(STATE_LEARNERS) or 'mappo'}), "
+                    "or drop `state` from the buffer's insert",
+                )
