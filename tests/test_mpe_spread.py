@@ -183,6 +183,9 @@ def test_spaces_autoreset_and_episodes() -> None:
         obs = e.reset()
         assert obs.shape == (b * n, 18) and obs.dtype == tf.float32
         assert e.global_state().shape == (b * n, 54)
+    traced = tf.function(env.step).get_concrete_function(tf.TensorSpec([b * n], tf.int32))
+    shapes = [tuple(x.shape) for x in traced.structured_outputs]
+    assert shapes == [(b * n, 18), (b * n,), (b * n,), (b * n,)]  # static shapes: while_loop carries
     rng = np.random.default_rng(0)
     total = np.zeros(b * n)
     for t in range(2 * cycles + 1):

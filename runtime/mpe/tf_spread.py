@@ -124,9 +124,9 @@ class TFSpread(TFEnv):
     def unpack_state(self, state: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """``agent_pos, agent_vel, landmark_pos``, each ``[B, N, 2]``, of physical states ``[B, 6N]``."""
         n, m = self.num_agents, self.num_landmarks
-        pos = tf.reshape(state[:, : 2 * n], [-1, n, 2])
-        vel = tf.reshape(state[:, 2 * n : 4 * n], [-1, n, 2])
-        landmarks = tf.reshape(state[:, 4 * n : 4 * n + 2 * m], [-1, m, 2])
+        pos = tf.reshape(state[:, : 2 * n], [self.num_envs, n, 2])
+        vel = tf.reshape(state[:, 2 * n : 4 * n], [self.num_envs, n, 2])
+        landmarks = tf.reshape(state[:, 4 * n : 4 * n + 2 * m], [self.num_envs, m, 2])
         return pos, vel, landmarks
 
     # ----------------------------------------------------------------- TFEnv hooks
@@ -177,7 +177,7 @@ class TFSpread(TFEnv):
     def _observe(self, state: tf.Tensor) -> tf.Tensor:
         """Observations ``[B*N, O]`` float32 (folded) of physical states ``[B, 6N]``."""
         n, m = self.num_agents, self.num_landmarks
-        b = tf.shape(state)[0]
+        b = self.num_envs
         pos, vel, landmarks = self.unpack_state(state)
         to_landmarks = tf.reshape(landmarks[:, None, :, :] - pos[:, :, None, :], [b, n, 2 * m])
         rel = tf.reshape(pos[:, None, :, :] - pos[:, :, None, :], [b, n * n, 2])  # row i*N+j: p_j - p_i
