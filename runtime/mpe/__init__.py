@@ -1,0 +1,1 @@
+"""MPE scenarios run inside TensorFlow graphs."""
