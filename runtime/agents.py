@@ -50,7 +50,7 @@ def pettingzoo_env(ref: str, kwargs: Mapping[str, Any] | None = None) -> Any:
                 "(e.g. 'mpe2.simple_spread_v3') or a factory 'pkg.module:callable'"
             )
     env = make(**kwargs)
-    if hasattr(env, "agent_selection") and not hasattr(env, "aec_env"):
+    if all(callable(getattr(type(env), name, None)) for name in ("last", "observe")):  # AEC API
         raise ValueError(f"{ref!r} made an AEC env ({type(env).__name__}); a ParallelEnv is needed")
     missing = [name for name in ("possible_agents", "reset", "step") if not hasattr(env, name)]
     if missing:

@@ -1,0 +1,1 @@
+"""Multi-agent particle environments (MPE) as the reference MAPPO defines them."""
