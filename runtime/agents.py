@@ -1,0 +1,309 @@
+"""Host multi-agent environments: B copies of a PettingZoo ``ParallelEnv`` as one batch of rows.
+
+Layout (``/work/marl-design.md``): every per-agent value is a batch of ``B*N`` rows, env-major
+and agent-minor, so row ``b*N + i`` is agent ``i`` (in ``env.possible_agents`` order) of env
+copy ``b``. Buffers, learners and policies see an ordinary batch.
+
+Step convention: exactly :mod:`rlgen.runtime.envs`' (gymnasium ``NEXT_STEP`` autoreset). When
+copy ``b``'s episode ends (every agent terminated, truncated or gone, or ``env.agents`` empty),
+the step returns the final observations with a done flag on each of its ``N`` rows; the next
+step resets copy ``b``, ignores its actions and returns the new episode's first observations
+with reward 0 and flags false (:attr:`ParallelVectorEnv.valid` is ``False`` on those rows).
+
+Agents that leave an episode early: the step in which agent ``i`` terminates returns its final
+observation and reward with ``terminated`` set (a real transition, ``active`` True). From the
+next step until its copy's episode ends, its row is padding: observation zeros, reward 0,
+``terminated`` True, ``active`` False, and its action is not passed to the env.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .envs import env_seed
+from .networks import import_callable
+
+STATE_MODES = ("env", "concat")
+
+
+def pettingzoo_env(ref: str, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Make one PettingZoo ``ParallelEnv`` from ``ref``: a module path whose
+    ``parallel_env(**kwargs)`` makes it (``mpe2.simple_spread_v3``), or ``"pkg.module:callable"``,
+    a factory called with ``**kwargs`` that returns one."""
+    kwargs = dict(kwargs or {})
+    if ":" in ref:
+        make = import_callable(ref)
+    else:
+        try:
+            module = importlib.import_module(ref)
+        except ImportError as exc:
+            raise ImportError(f"cannot import PettingZoo env module {ref!r} ({exc})") from None
+        make = getattr(module, "parallel_env", None)
+        if not callable(make):
+            raise ValueError(
+                f"module {ref!r} has no parallel_env(); give a PettingZoo env module "
+                "(e.g. 'mpe2.simple_spread_v3') or a factory 'pkg.module:callable'"
+            )
+    env = make(**kwargs)
+    if all(callable(getattr(type(env), name, None)) for name in ("last", "observe")):  # AEC API
+        raise ValueError(f"{ref!r} made an AEC env ({type(env).__name__}); a ParallelEnv is needed")
+    missing = [name for name in ("possible_agents", "reset", "step") if not hasattr(env, name)]
+    if missing:
+        raise ValueError(
+            f"{ref!r} made {type(env).__name__}, not a PettingZoo ParallelEnv (it has no {', '.join(missing)})"
+        )
+    return env
+
+
+def _space(env: Any, kind: str, agent: str) -> Any:
+    """``env.observation_space(agent)`` (or ``action_space``), or the older ``*_spaces`` dict."""
+    space = getattr(env, f"{kind}_space", None)
+    return space(agent) if callable(space) else getattr(env, f"{kind}_spaces")[agent]
+
+
+class ParallelVectorEnv:
+    """``num_envs`` copies of a PettingZoo ``ParallelEnv`` with ``N`` agents, stepped as
+    ``num_rows = num_envs * N`` rows (see the module docstring).
+
+    ``state``: ``None`` (no global state), ``"env"`` (``env.state()``, flattened) or
+    ``"concat"`` (the ``N`` observations concatenated in ``possible_agents`` order); the state
+    is replicated on each of the copy's ``N`` rows, and :meth:`reset` / :meth:`step` return it
+    last. Copy ``i`` is seeded on its first reset with ``env_seed(seed, rank, i)``; later resets
+    are unseeded (the env continues its own random stream), as in :class:`~.envs.VectorEnv`.
+
+    Every agent must have the same Box observation space and the same ``Discrete`` action space.
+    Episode statistics: :meth:`drain_episodes` gives ``(mean over agents of the agent's return,
+    length)`` per finished episode, :meth:`drain_team_episodes` ``(sum over agents, length)``;
+    lengths and :attr:`env_steps` count joint env steps (one per copy and step, reset steps
+    excluded).
+    """
+
+    def __init__(
+        self,
+        ref: str,
+        num_envs: int = 1,
+        seed: int = 0,
+        rank: int = 0,
+        kwargs: Mapping[str, Any] | None = None,
+        state: str | None = None,
+        window: int = 100,
+    ) -> None:
+        if state is not None and state not in STATE_MODES:
+            raise ValueError(f"state must be one of {STATE_MODES} or None, got {state!r}")
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        self.num_envs, self.seed, self.rank, self.state = int(num_envs), int(seed), int(rank), state
+        self.envs = [pettingzoo_env(ref, kwargs)]
+        self.agents: list[str] = list(self.envs[0].possible_agents)
+        self.num_agents = len(self.agents)
+        self._check_spaces(ref)
+        self.envs += [pettingzoo_env(ref, kwargs) for _ in range(self.num_envs - 1)]
+        self.num_rows = self.num_envs * self.num_agents
+        self.state_shape: tuple[int, ...] | None = None
+        if state == "concat":
+            self.state_shape = (self.num_agents * int(np.prod(self.obs_shape)),)
+        elif state == "env":
+            space = getattr(self.envs[0], "state_space", None)
+            if space is None or not hasattr(self.envs[0], "state"):
+                raise ValueError(f"state: env needs {ref!r} to have state() and state_space; use state: concat")
+            self.state_shape = (int(np.prod(space.shape)),)
+        B, N = self.num_envs, self.num_agents
+        self._index = {agent: i for i, agent in enumerate(self.agents)}
+        self._zero_obs = np.zeros(self.obs_shape, np.float32)
+        self._alive = np.ones((B, N), bool)  # agents live in each copy's episode (take actions)
+        self._full = np.ones(B, bool)  # every agent live: the fast path
+        self._done = np.zeros(B, bool)  # episode ended by the last step: reset on the next
+        self._ep_return = np.zeros((B, N), np.float64)
+        self._ep_length = np.zeros(B, np.int64)
+        self.valid = np.ones(self.num_rows, bool)
+        self.active = np.ones(self.num_rows, bool)
+        self.episode_returns: deque[float] = deque(maxlen=window)
+        self.episode_lengths: deque[int] = deque(maxlen=window)
+        self.completed: list[tuple[float, int]] = []
+        self.team_completed: list[tuple[float, int]] = []
+        self.env_steps = 0
+        self._seeded = False
+
+    def _check_spaces(self, ref: str) -> None:
+        env = self.envs[0]
+        if not self.agents:
+            raise ValueError(f"{ref!r} has no possible_agents")
+        obs_spaces = [_space(env, "observation", a) for a in self.agents]
+        act_spaces = [_space(env, "action", a) for a in self.agents]
+        self.observation_space, self.action_space = obs_spaces[0], act_spaces[0]
+        shape = getattr(obs_spaces[0], "shape", None)
+        if not shape or any(getattr(s, "shape", None) != shape for s in obs_spaces):
+            shapes = {a: getattr(s, "shape", type(s).__name__) for a, s in zip(self.agents, obs_spaces, strict=True)}
+            raise ValueError(f"{ref!r}: every agent needs a Box observation of one shape, got {shapes}")
+        if any(type(s).__name__ != "Discrete" for s in act_spaces):
+            kinds = sorted({type(s).__name__ for s in act_spaces})
+            raise ValueError(f"{ref!r}: only Discrete action spaces are supported for now, got {kinds}")
+        if len({(int(s.n), int(s.start)) for s in act_spaces}) != 1:
+            raise ValueError(f"{ref!r}: agents' Discrete action spaces differ: {[int(s.n) for s in act_spaces]}")
+        self.obs_shape: tuple[int, ...] = tuple(int(d) for d in shape)
+        self.action_n = int(act_spaces[0].n)
+        self._action_start = int(act_spaces[0].start)
+
+    # -- filling rows -------------------------------------------------------------------------
+
+    def _fill(self, b: int, obs: np.ndarray, obs_dict: Mapping[str, Any]) -> None:
+        lo = b * self.num_agents
+        if len(obs_dict) == self.num_agents:
+            try:
+                obs[lo : lo + self.num_agents] = [obs_dict[a] for a in self.agents]
+                return
+            except KeyError:
+                pass
+        zero = self._zero_obs
+        obs[lo : lo + self.num_agents] = [obs_dict.get(a, zero) for a in self.agents]
+
+    def _set_alive(
+        self, b: int, env: Any, term: Mapping[str, Any] | None = None, trunc: Mapping[str, Any] | None = None
+    ) -> None:
+        """Mark copy ``b``'s live agents: in ``env.agents`` and neither terminated nor truncated."""
+        term, trunc = term or {}, trunc or {}
+        live = [a for a in env.agents if not (term.get(a, False) or trunc.get(a, False))]
+        if len(live) == self.num_agents:
+            self._alive[b] = True
+            self._full[b] = True
+        else:
+            self._alive[b] = False
+            self._alive[b, [self._index[a] for a in live]] = True
+            self._full[b] = False
+
+    def _states(self, obs: np.ndarray, env_states: np.ndarray | None) -> np.ndarray:
+        if self.state == "concat":
+            per_env = obs.reshape(self.num_envs, -1)
+        else:
+            assert env_states is not None
+            per_env = env_states
+        return np.repeat(per_env, self.num_agents, axis=0)
+
+    def _env_state(self, env: Any) -> np.ndarray:
+        return np.asarray(env.state(), np.float32).reshape(-1)
+
+    # -- API ----------------------------------------------------------------------------------
+
+    def reset(self) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Start new episodes in every copy (the first call seeds them); returns ``obs``
+        ``[B*N, *obs_shape]``, or ``(obs, state)`` when ``state`` is set."""
+        obs = np.zeros((self.num_rows, *self.obs_shape), np.float32)
+        env_states = np.zeros((self.num_envs, *self.state_shape), np.float32) if self.state == "env" else None
+        for b, env in enumerate(self.envs):
+            seed = env_seed(self.seed, self.rank, b) if not self._seeded else None
+            obs_dict, _ = env.reset(seed=seed)
+            self._fill(b, obs, obs_dict)
+            self._set_alive(b, env)
+            if env_states is not None:
+                env_states[b] = self._env_state(env)
+        self._seeded = True
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        self._done[:] = False
+        self.valid = np.ones(self.num_rows, bool)
+        self.active = self._alive.reshape(-1).copy()
+        obs[~self.active] = 0.0
+        if self.state is None:
+            return obs
+        return obs, self._states(obs, env_states)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Step every copy with ``action`` ``[B*N]`` (ints in the Discrete space); returns
+        ``next_obs, reward (float32), terminated, truncated`` (``[B*N]`` each), plus ``next_state``
+        last when ``state`` is set. See the module docstring for reset steps and departed agents."""
+        B, N, agents = self.num_envs, self.num_agents, self.agents
+        actions = (np.asarray(action, np.int64).reshape(self.num_rows) + self._action_start).tolist()
+        obs = np.zeros((self.num_rows, *self.obs_shape), np.float32)
+        reward = np.zeros(self.num_rows, np.float32)
+        terminated = np.zeros(self.num_rows, bool)
+        truncated = np.zeros(self.num_rows, bool)
+        env_states = np.zeros((B, *self.state_shape), np.float32) if self.state == "env" else None
+        resetting = self._done.copy()
+        alive = self._alive.copy()  # who acts in this step (after a reset: who starts the episode)
+        empty = np.zeros(B, bool)
+        for b, env in enumerate(self.envs):
+            lo = b * N
+            if resetting[b]:
+                obs_dict, _ = env.reset()
+                self._fill(b, obs, obs_dict)
+                self._set_alive(b, env)
+                alive[b] = self._alive[b]
+            else:
+                if self._full[b]:
+                    act = dict(zip(agents, actions[lo : lo + N], strict=True))
+                else:
+                    act = {a: actions[lo + self._index[a]] for a in env.agents if alive[b, self._index[a]]}
+                obs_dict, rew, term, trunc, _ = env.step(act)
+                self._fill(b, obs, obs_dict)
+                reward[lo : lo + N] = [rew.get(a, 0.0) for a in agents]
+                terminated[lo : lo + N] = [term.get(a, False) for a in agents]
+                truncated[lo : lo + N] = [trunc.get(a, False) for a in agents]
+                empty[b] = not env.agents
+                if not (self._full[b] and len(env.agents) == N and not any(term.values()) and not any(trunc.values())):
+                    self._set_alive(b, env, term, trunc)
+            if env_states is not None:
+                env_states[b] = self._env_state(env)
+        active = alive.reshape(-1)
+        if not active.all():  # rows of agents that left earlier: padding
+            gone = ~active
+            obs[gone] = 0.0
+            reward[gone] = 0.0
+            terminated[gone] = True
+            truncated[gone] = False
+        rows_reset = np.repeat(resetting, N)
+        if resetting.any():  # reset steps: reward 0, flags false
+            reward[rows_reset] = 0.0
+            terminated[rows_reset] = False
+            truncated[rows_reset] = False
+        flags = (terminated | truncated).reshape(B, N)
+        ended = (flags.all(axis=1) | empty) & ~resetting
+        if ended.any():  # an episode that ends: a flag on each of its rows (truncated if none)
+            rows_ended = np.repeat(ended, N)
+            truncated |= rows_ended & ~(terminated | truncated)
+        self.valid = ~rows_reset
+        self.active = active.copy()
+        self._account(reward, resetting, ended)
+        self._done = ended
+        if self.state is None:
+            return obs, reward, terminated, truncated
+        return obs, reward, terminated, truncated, self._states(obs, env_states)
+
+    def _account(self, reward: np.ndarray, resetting: np.ndarray, ended: np.ndarray) -> None:
+        self._ep_return += reward.reshape(self.num_envs, self.num_agents)
+        stepped = ~resetting
+        self._ep_length += stepped
+        self.env_steps += int(stepped.sum())
+        for b in np.flatnonzero(ended):
+            length = int(self._ep_length[b])
+            mean, team = float(self._ep_return[b].mean()), float(self._ep_return[b].sum())
+            self.completed.append((mean, length))
+            self.team_completed.append((team, length))
+            self.episode_returns.append(mean)
+            self.episode_lengths.append(length)
+        if ended.any():
+            self._ep_return[ended] = 0.0
+            self._ep_length[ended] = 0
+
+    def mean_return(self) -> float:
+        """Mean (over agents) return of the last ``window`` completed episodes (NaN if none yet)."""
+        return float(np.mean(self.episode_returns)) if self.episode_returns else float("nan")
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        """Episodes ``(mean over agents of each agent's return, length)`` completed since the
+        previous call."""
+        done, self.completed = self.completed, []
+        return done
+
+    def drain_team_episodes(self) -> list[tuple[float, int]]:
+        """Episodes ``(sum over agents of their returns, length)`` completed since the previous call."""
+        done, self.team_completed = self.team_completed, []
+        return done
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
