@@ -38,24 +38,39 @@ class ProbeError(RuntimeError):
     """The env could not be made or read; the message says why."""
 
 
-def make_parallel_env(ref: str, kwargs: Mapping[str, Any]) -> Any:
-    """A PettingZoo ``ParallelEnv``: ``ref`` is a module with ``parallel_env(**kwargs)``
-    (e.g. ``mpe2.simple_spread_v3``) or a factory ``"pkg.module:callable"``."""
-    module_name, _, attr = ref.partition(":")
+def pettingzoo_env(ref: str, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Make one PettingZoo ``ParallelEnv`` from ``ref``: a module path whose
+    ``parallel_env(**kwargs)`` makes it (``mpe2.simple_spread_v3``), or ``"pkg.module:callable"``,
+    a factory called with ``**kwargs`` that returns one. Used by validate (in a child) and by
+    the env workers (:mod:`rlgen.runtime.agents`)."""
+    module_name, sep, attr = ref.partition(":")
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the user's own modules, as `rlgen run` finds them
-    module = importlib.import_module(module_name)
-    if attr:
-        make = module
-        for part in attr.split("."):
+        sys.path.append(os.getcwd())  # the user's own modules, as `rlgen run` finds them
+    try:
+        make: Any = importlib.import_module(module_name)
+        for part in attr.split(".") if sep else ():
             make = getattr(make, part)
-    else:
-        make = getattr(module, "parallel_env", None)
-        if make is None:
-            raise ProbeError(f"module '{module_name}' has no parallel_env(): it is not a PettingZoo env module")
-    env = make(**dict(kwargs))
-    if not all(hasattr(env, a) for a in ("possible_agents", "reset", "step", "observation_space", "action_space")):
-        raise ProbeError(f"'{ref}' made {type(env).__name__}, which is not a PettingZoo ParallelEnv")
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(
+            f"cannot import PettingZoo env {ref!r} ({exc}); its module must be importable where rlgen runs"
+        ) from None
+    if not sep:
+        make = getattr(make, "parallel_env", None)
+        if not callable(make):
+            raise ValueError(
+                f"module {ref!r} has no parallel_env(); give a PettingZoo env module "
+                "(e.g. 'mpe2.simple_spread_v3') or a factory 'pkg.module:callable'"
+            )
+    if not callable(make):
+        raise ValueError(f"{ref!r} is not callable")
+    env = make(**dict(kwargs or {}))
+    if all(callable(getattr(type(env), name, None)) for name in ("last", "observe")):  # AEC API
+        raise ValueError(f"{ref!r} made an AEC env ({type(env).__name__}); a ParallelEnv is needed")
+    missing = [name for name in ("possible_agents", "reset", "step") if not hasattr(env, name)]
+    if missing:
+        raise ValueError(
+            f"{ref!r} made {type(env).__name__}, not a PettingZoo ParallelEnv (it has no {', '.join(missing)})"
+        )
     return env
 
 
@@ -78,7 +93,7 @@ def space_data(space: Any) -> dict[str, Any]:
 def _probe(ref: str, kwargs: Mapping[str, Any], state: str | None) -> dict[str, Any]:
     import numpy as np
 
-    env = make_parallel_env(ref, kwargs)
+    env = pettingzoo_env(ref, kwargs)
     try:
         agents = [str(a) for a in env.possible_agents]
         out: dict[str, Any] = {
@@ -127,7 +142,8 @@ def _read_in_child(ref: str, kwargs: Mapping[str, Any], state: str | None) -> Ag
                 os.dup2(null.fileno(), 2)
             reply = {"ok": _probe(ref, kwargs, state)}
         except BaseException as exc:  # anything the env does is reported, never raised here
-            reply = {"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, ProbeError) else str(exc)}
+            known = isinstance(exc, ProbeError | ValueError | ImportError)
+            reply = {"error": str(exc) if known else f"{type(exc).__name__}: {exc}"}
         try:
             os.write(wr, json.dumps(reply, default=str).encode())
         finally:

@@ -1,6 +1,6 @@
 """Host multi-agent environments: B copies of a PettingZoo ``ParallelEnv`` as one batch of rows.
 
-Layout (``/work/marl-design.md``): every per-agent value is a batch of ``B*N`` rows, env-major
+Layout (docs/language.md, "Many agents"): every per-agent value is a batch of ``B*N`` rows, env-major
 and agent-minor, so row ``b*N + i`` is agent ``i`` (in ``env.possible_agents`` order) of env
 copy ``b``. Buffers, learners and policies see an ordinary batch.
 
@@ -18,46 +18,17 @@ next step until its copy's episode ends, its row is padding: observation zeros, 
 
 from __future__ import annotations
 
-import importlib
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rlgen.dsl.agents import pettingzoo_env
+
 from .envs import env_seed
-from .networks import import_callable
 
 STATE_MODES = ("env", "concat")
-
-
-def pettingzoo_env(ref: str, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """Make one PettingZoo ``ParallelEnv`` from ``ref``: a module path whose
-    ``parallel_env(**kwargs)`` makes it (``mpe2.simple_spread_v3``), or ``"pkg.module:callable"``,
-    a factory called with ``**kwargs`` that returns one."""
-    kwargs = dict(kwargs or {})
-    if ":" in ref:
-        make = import_callable(ref)
-    else:
-        try:
-            module = importlib.import_module(ref)
-        except ImportError as exc:
-            raise ImportError(f"cannot import PettingZoo env module {ref!r} ({exc})") from None
-        make = getattr(module, "parallel_env", None)
-        if not callable(make):
-            raise ValueError(
-                f"module {ref!r} has no parallel_env(); give a PettingZoo env module "
-                "(e.g. 'mpe2.simple_spread_v3') or a factory 'pkg.module:callable'"
-            )
-    env = make(**kwargs)
-    if all(callable(getattr(type(env), name, None)) for name in ("last", "observe")):  # AEC API
-        raise ValueError(f"{ref!r} made an AEC env ({type(env).__name__}); a ParallelEnv is needed")
-    missing = [name for name in ("possible_agents", "reset", "step") if not hasattr(env, name)]
-    if missing:
-        raise ValueError(
-            f"{ref!r} made {type(env).__name__}, not a PettingZoo ParallelEnv (it has no {', '.join(missing)})"
-        )
-    return env
 
 
 def _space(env: Any, kind: str, agent: str) -> Any:
