@@ -85,6 +85,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
         ]
         if not inserts:
             continue
+        if ctx.spaces is None and ctx.spec.env.multi_agent:
+            continue  # the agents, and so the rows, are unknown (E420 says why)
         rows = ctx.spaces.rows if ctx.spaces else 1
         batch = inserts[0].block.repeat * ctx.spec.env.num_envs * rows
         mb = comp.get("minibatch")
