@@ -82,7 +82,8 @@ def _qvalue(k: KindContext, name: str) -> dict[str, Any]:
 
 
 def _rollout(k: KindContext, name: str) -> dict[str, Any]:
-    return {"length": k.buffer_len[name]}
+    states = any(t.name == "states" for t in k.fdg.graph.edge(name).parts)
+    return {"length": k.buffer_len[name], **({"state": True} if states else {})}
 
 
 def _replay(k: KindContext, name: str) -> dict[str, Any]:
