@@ -184,11 +184,14 @@ class ParallelVectorEnv:
         return obs, self._states(obs, env_states)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Step every copy with ``action`` ``[B*N]`` (ints in the Discrete space); returns
+        """Step every copy with ``action`` ``[B*N]`` (ints in ``[0, action_n)``); returns
         ``next_obs, reward (float32), terminated, truncated`` (``[B*N]`` each), plus ``next_state``
         last when ``state`` is set. See the module docstring for reset steps and departed agents."""
         B, N, agents = self.num_envs, self.num_agents, self.agents
-        actions = (np.asarray(action, np.int64).reshape(self.num_rows) + self._action_start).tolist()
+        action = np.asarray(action).reshape(self.num_rows)
+        if action.min() < 0 or action.max() >= self.action_n:  # (envs need not check them: see mpe.reference)
+            raise ValueError(f"actions must lie in [0, {self.action_n}), got {action.min()}..{action.max()}")
+        actions = (action.astype(np.int64) + self._action_start).tolist()
         obs = np.zeros((self.num_rows, *self.obs_shape), np.float32)
         reward = np.zeros(self.num_rows, np.float32)
         terminated = np.zeros(self.num_rows, bool)

@@ -121,6 +121,10 @@ def test_factory_ref_and_bad_refs() -> None:
         ParallelVectorEnv(SPREAD, 1, kwargs={"continuous_actions": True})
     with pytest.raises(ValueError, match="state must be"):
         ParallelVectorEnv(SPREAD, 1, state="global")
+    env = ParallelVectorEnv(REFERENCE, 1)
+    env.reset()
+    with pytest.raises(ValueError, match=r"actions must lie in \[0, 5\)"):
+        env.step(np.array([0, 5, 1]))
 
 
 class LeavingEnv:
@@ -233,6 +237,14 @@ def test_reference_spread_rewards_and_landmarks() -> None:
                 assert np.abs([m.state.p_pos for m in world.landmarks]).max() <= 0.8
     with pytest.raises(ValueError, match="local_ratio"):
         pettingzoo_env(REFERENCE, {"local_ratio": 0.5})
+    # the module's parallel_env (mpe2's wrappers) is the same env
+    wrapped = ParallelVectorEnv("rlgen.runtime.mpe.reference", 2, seed=4)
+    fast = ParallelVectorEnv(REFERENCE, 2, seed=4)
+    assert np.array_equal(wrapped.reset(), fast.reset())
+    for _ in range(30):
+        action = _random_actions(rng, 2 * N)
+        for x, y in zip(wrapped.step(action), fast.step(action), strict=True):
+            assert np.array_equal(x, y)
 
 
 def test_reference_spread_random_policy_return() -> None:
