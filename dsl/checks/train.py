@@ -87,6 +87,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
             continue
         batch = inserts[0].block.repeat * ctx.spec.env.num_envs
         mb = comp.get("minibatch")
+        if mb is None:  # the whole rollout (mappo's default)
+            continue
         path = ("components", info.call.call.component, "minibatch")
         if mb > batch:
             yield error(
