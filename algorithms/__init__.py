@@ -6,7 +6,7 @@ Adding an algorithm is a new home folder and one line in :data:`ALGORITHMS`
 
 from __future__ import annotations
 
-from rlgen.algorithms import a2c, dqn, ppo, sac, td3
+from rlgen.algorithms import a2c, dqn, ippo, mappo, ppo, sac, td3
 from rlgen.algorithms.base import Algorithm
 
 #: Learner kind -> its home's description, in the order the schema and the docs list them.
@@ -18,5 +18,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         dqn,
         sac,
         td3,
+        mappo,
+        ippo,
     )
 }

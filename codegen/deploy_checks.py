@@ -123,7 +123,7 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
     learners = policy.learner_workers(workers)
     for name, comp in spec.components.items():
         splits = comp.kind in ALGORITHMS and ALGORITHMS[comp.kind].has_setting("minibatch")
-        if splits and learners > 1 and comp.get("minibatch") % learners:
+        if splits and learners > 1 and comp.get("minibatch") is not None and comp.get("minibatch") % learners:
             yield error(
                 "E603",
                 ("components", name, "minibatch"),

@@ -103,13 +103,14 @@ class EnvSpec:
 # --- networks -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Network:
-    """An MLP (``hidden``, ``activation``, ``init``) or a custom network (``impl``, ``args``)."""
+    """An MLP (``hidden``, ``activation``, ``init``, ``layer_norm``) or a custom network (``impl``, ``args``)."""
 
     name: str
     kind: str = "mlp"
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     init: str = "orthogonal"
+    layer_norm: bool = False
     impl: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
 
@@ -527,6 +528,8 @@ def _resolved(spec: Spec) -> dict[str, Any]:
         del d["name"]
         keep = ("kind", "hidden", "activation", "init") if net.kind == "mlp" else ("kind", "impl", "args")
         networks[name] = {k: d[k] for k in keep}
+        if net.kind == "mlp" and net.layer_norm:  # only when set: specs without it resolve as before
+            networks[name]["layer_norm"] = True
     components = {}
     for name, comp in spec.components.items():
         d = {"kind": comp.kind, **_plain(comp.settings)}

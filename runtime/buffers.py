@@ -12,6 +12,11 @@ whose action is ignored by the environment. The buffer marks such rows
 across rollouts), and the learner leaves them out of its losses. The value the
 actor computed for such a row is the value of the episode's final observation,
 which is exactly what a truncated episode must bootstrap from.
+
+With ``state_shape`` (multi-agent: a centralised critic's global state) the buffer
+also stores each step's ``state`` and :meth:`RolloutBuffer.rollout` returns a
+:class:`StateRollout`: :class:`Rollout`'s fields with ``states`` last. Without it
+nothing changes: a :class:`Rollout` of exactly eight fields.
 """
 
 from __future__ import annotations
@@ -34,11 +39,27 @@ class Rollout(NamedTuple):
     values: np.ndarray
 
 
+class StateRollout(NamedTuple):
+    """:class:`Rollout`'s fields in its order, then ``states [T, B, *state_shape]``: what
+    the value function of a centralised critic reads (a buffer built with ``state_shape``)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    valid: np.ndarray
+    logp: np.ndarray
+    values: np.ndarray
+    states: np.ndarray
+
+
 class RolloutBuffer:
     """Holds one rollout of ``length`` steps for ``num_envs`` environments.
 
     Call :meth:`insert` once per env step; when the buffer is full, :meth:`rollout`
-    returns the data and the next insert starts a new rollout.
+    returns the data and the next insert starts a new rollout. With ``state_shape``
+    each insert also takes the step's ``state`` and the rollout is a :class:`StateRollout`.
     """
 
     def __init__(
@@ -48,13 +69,15 @@ class RolloutBuffer:
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...] = (),
         action_dtype: type[np.generic] = np.int32,
+        state_shape: tuple[int, ...] | None = None,
     ) -> None:
         if length < 1 or num_envs < 1:
             raise ValueError("length and num_envs must be >= 1")
         self.length, self.num_envs = int(length), int(num_envs)
         self.obs_shape, self.action_shape = tuple(obs_shape), tuple(action_shape)
+        self.state_shape = None if state_shape is None else tuple(int(d) for d in state_shape)
         tb = (self.length, self.num_envs)
-        self._data = Rollout(
+        data = Rollout(
             obs=np.zeros(tb + self.obs_shape, np.float32),
             actions=np.zeros(tb + self.action_shape, action_dtype),
             rewards=np.zeros(tb, np.float32),
@@ -63,6 +86,9 @@ class RolloutBuffer:
             valid=np.zeros(tb, np.float32),
             logp=np.zeros(tb, np.float32),
             values=np.zeros(tb, np.float32),
+        )
+        self._data: Rollout | StateRollout = (
+            data if self.state_shape is None else StateRollout(*data, np.zeros(tb + self.state_shape, np.float32))
         )
         self._prev_done = np.zeros(self.num_envs, bool)
         self.pos = 0
@@ -80,8 +106,14 @@ class RolloutBuffer:
         truncated: np.ndarray,
         logp: np.ndarray,
         value: np.ndarray,
+        state: np.ndarray | None = None,
     ) -> None:
-        """Store one step of every env (``obs`` is the observation the action was taken in)."""
+        """Store one step of every env (``obs`` is the observation the action was taken in;
+        ``state``, required exactly when the buffer has a ``state_shape``, the global state then)."""
+        if (state is None) != (self.state_shape is None):
+            raise ValueError(
+                "this buffer stores no state" if state is not None else "this buffer stores states: pass state"
+            )
         if self.pos == self.length:
             self.pos = 0
         t, d = self.pos, self._data
@@ -93,10 +125,12 @@ class RolloutBuffer:
         d.valid[t] = ~self._prev_done
         d.logp[t] = logp
         d.values[t] = value
+        if state is not None:
+            d.states[t] = state  # type: ignore[union-attr]
         self._prev_done = np.logical_or(terminated, truncated)
         self.pos = t + 1
 
-    def rollout(self) -> Rollout:
+    def rollout(self) -> Rollout | StateRollout:
         """The stored rollout (views of the buffer's arrays; valid until the next insert)."""
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.length} steps")

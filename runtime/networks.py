@@ -100,6 +100,22 @@ class Dense(tf.Module):
         return tf.matmul(x, self.w) + self.b
 
 
+class LayerNorm(tf.Module):
+    """Layer normalisation over the last axis with a learned scale (ones) and shift (zeros),
+    as ``torch.nn.LayerNorm`` (``eps`` 1e-5, biased variance). Its initial values are
+    constants: building one draws nothing from a network's random stream."""
+
+    def __init__(self, size: int, eps: float = 1e-5, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.eps = float(eps)
+        self.gamma = tf.Variable(tf.ones([size]), name="gamma")
+        self.beta = tf.Variable(tf.zeros([size]), name="beta")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(var + self.eps) * self.gamma + self.beta
+
+
 class MLP(tf.Module):
     """Multi-layer perceptron: ``[B, *input_shape] -> [B, output_size]``.
 
@@ -115,6 +131,11 @@ class MLP(tf.Module):
     initialised separately, each with its own gain: the same parameters, gradients
     and optimiser updates as separate linear layers, in one matmul. A single head
     draws exactly the weights it always did.
+
+    ``layer_norm=True`` adds a :class:`LayerNorm` on the (flattened) input and after each
+    hidden layer's activation, as the reference MAPPO's ``MLPBase`` with
+    ``use_feature_normalization`` (marlbenchmark/on-policy); the dense layers' weights are
+    the ones drawn without it. Without it the network has no normalisation variables.
     """
 
     def __init__(
@@ -127,6 +148,7 @@ class MLP(tf.Module):
         output_gain: OutputGain = 1.0,
         seed: int = 0,
         name: str | None = None,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__(name=name)
         if activation not in ACTIVATIONS:
@@ -151,6 +173,10 @@ class MLP(tf.Module):
         ]
         blocks = [make(sizes[-1], n, gain, rng) for n, gain in heads]
         self.head = Dense(np.concatenate(blocks, axis=1), name="head")
+        self.layer_norm = bool(layer_norm)
+        if self.layer_norm:  # constants: the weights above are drawn as without them
+            self.input_norm = LayerNorm(self.input_size, name="input_norm")
+            self.norms = [LayerNorm(n, name=f"norm_{i}") for i, n in enumerate(sizes[1:])]
 
     @property
     def feature_size(self) -> int:
@@ -160,6 +186,11 @@ class MLP(tf.Module):
     def features(self, x: tf.Tensor) -> tf.Tensor:
         """The last hidden layer's activations ``[B, feature_size]``, which the head reads."""
         h = tf.reshape(tf.cast(x, tf.float32), [-1, self.input_size])
+        if self.layer_norm:
+            h = self.input_norm(h)
+            for layer, norm in zip(self.hidden, self.norms, strict=True):
+                h = norm(self._activation(layer(h)))
+            return h
         for layer in self.hidden:
             h = self._activation(layer(h))
         return h
@@ -176,9 +207,10 @@ def mlp(
     init: str = "orthogonal",
     output_gain: OutputGain = 1.0,
     seed: int = 0,
+    layer_norm: bool = False,
 ) -> MLP:
     """:class:`MLP` with the custom-network factory signature (``input_shape, output_size``)."""
-    return MLP(input_shape, hidden, output_size, activation, init, output_gain, seed)
+    return MLP(input_shape, hidden, output_size, activation, init, output_gain, seed, layer_norm=layer_norm)
 
 
 def import_callable(ref: str) -> Callable[..., Any]:
@@ -210,7 +242,7 @@ def build_network(
 ) -> tf.Module:
     """Build a network from its spec entry (``networks.<name>`` in the ``.rl.yaml``).
 
-    ``{kind: mlp, hidden, activation, init}`` builds an :class:`MLP`;
+    ``{kind: mlp, hidden, activation, init, layer_norm}`` builds an :class:`MLP`;
     ``{kind: custom, impl: "pkg.mod:factory", args}`` calls
     ``factory(tuple(input_shape), output_size, **args)``, which must return a
     ``tf.Module`` mapping ``[B, *input_shape]`` to ``[B, output_size]``.
@@ -236,6 +268,7 @@ def build_network(
             output_gain=output_gain,
             seed=seed,
             name=name,
+            layer_norm=bool(config.get("layer_norm", False)),
         )
     if kind == "custom":
         if len(heads) > 1:

@@ -90,6 +90,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
         rows = ctx.spaces.rows if ctx.spaces else 1
         batch = inserts[0].block.repeat * ctx.spec.env.num_envs * rows
         mb = comp.get("minibatch")
+        if mb is None:  # the whole rollout (mappo's default)
+            continue
         path = ("components", info.call.call.component, "minibatch")
         if mb > batch:
             yield error(

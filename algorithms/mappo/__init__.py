@@ -1,0 +1,86 @@
+"""MAPPO and IPPO: PPO for agents folded into the batch (see ``docs`` and the multi-agent
+design), with the reference MAPPO's critic (marlbenchmark/on-policy): value
+normalisation, a clipped Huber value loss, a separate critic optimizer, and truncation
+optionally treated as termination. ``mappo``'s value function reads the global ``state``
+(a centralised critic); ``ippo``'s reads each agent's own observation. One learner
+(``learner.py``) serves both kinds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlgen.algorithms.base import Algorithm
+from rlgen.algorithms.mappo.config import METRICS, MAPPOConfig
+from rlgen.algorithms.ppo import POLICY, VALUE, rollout_length
+from rlgen.dsl.methods import method as _m
+
+#: ``update(buffer, obs, state)``: ``state`` (the global state the centralised critic reads
+#: at the rollout's end) goes with a buffer that stores states.
+UPDATE = _m("update", "buffer:buffer obs:obs state:state?", "metrics:metrics?")
+IPPO_UPDATE = _m("update", "buffer:buffer obs:obs", "metrics:metrics?")
+
+
+def _reads_state(k: Any, name: str) -> bool:
+    """Does a call of this learner pass a state (``update(buffer, obs, state)``)?"""
+    return any(n.component == name and n.method == "update" and len(n.inputs) > 2 for n in k.fdg.graph.nodes)
+
+
+def lower(k: Any, name: str) -> dict[str, Any]:
+    """Constructor arguments: the networks' components, the rollout's length, the config
+    with the minibatch per learner (the spec's is over all learners; null stays null: the
+    whole rollout), and whether the value function reads a state."""
+    comp = k.ctx.spec.components[name]
+    config = MAPPO.settings_of(k.plain[name])
+    if config.get("minibatch") is not None:
+        config["minibatch"] = int(config["minibatch"]) // k.learners
+    return {
+        "policy": comp.get("policy"),
+        "value": comp.get("value"),
+        "steps": rollout_length(k),
+        "config": config,
+        "reduce": k.reduce,
+        "state": comp.kind == "mappo" and _reads_state(k, name),
+    }
+
+
+_EXAMPLE = {"policy": "actor", "value": "critic", "lr": 0.0005, "epochs": 15}
+
+MAPPO = Algorithm(
+    kind="mappo",
+    title="A MAPPO learner (multi-agent PPO with a centralised critic reading the global state; "
+    "defaults as the reference MAPPO, marlbenchmark/on-policy)",
+    config=MAPPOConfig,
+    refs=(POLICY, VALUE),
+    methods={"update": UPDATE},
+    metrics=METRICS,
+    lower=lower,
+    acts="policy",
+    buffer="rollout",
+    needs_inserted=("logp", "value"),
+    in_graph=True,
+    seeded=True,
+    names=("MAPPOConfig", "MAPPOLearner"),
+    example={"kind": "mappo", **_EXAMPLE},
+)
+
+IPPO = Algorithm(
+    kind="ippo",
+    title="An IPPO learner (independent PPO: each agent's value reads its own observation; "
+    "defaults as the reference MAPPO, marlbenchmark/on-policy)",
+    config=MAPPOConfig,
+    refs=(POLICY, VALUE),
+    methods={"update": IPPO_UPDATE},
+    metrics=METRICS,
+    lower=lower,
+    acts="policy",
+    buffer="rollout",
+    needs_inserted=("logp", "value"),
+    in_graph=True,
+    seeded=True,
+    names=("MAPPOConfig", "MAPPOLearner"),
+    example={"kind": "ippo", **_EXAMPLE},
+)
+
+#: This home's first kind; ``rlgen.algorithms.ippo`` names the second (``IPPO``) for the
+#: registry, the templates and generated imports, all of which find a kind's home by its name.
+ALGORITHM = MAPPO
