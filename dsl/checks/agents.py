@@ -121,6 +121,17 @@ def state_value(ctx: Context) -> Iterator[Finding]:
             and any(c.component == lname and name in [a.text for a in c.args] for c in calls)
         ]
         for lname, kind in readers:
+            passes = any(c.component == lname and c.method == "update" and len(c.args) > 2 for c in calls)
+            if kind in STATE_LEARNERS and stores != passes:
+                yield error(
+                    "E427",
+                    ("components", lname, "kind"),
+                    f"a {kind} learner's critic reads the state when '{name}' stores it and "
+                    f"{lname}.update is given the state after the rollout; "
+                    + ("the update is not given it" if stores else f"'{name}' does not store it"),
+                    "write both: `buffer.insert(..., logp, value, state)` and "
+                    f"`{lname}.update({name}, obs, state)` (or neither: an independent critic)",
+                )
             if stores and kind not in STATE_LEARNERS:
                 yield error(
                     "E427",
