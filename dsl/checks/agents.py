@@ -100,7 +100,9 @@ def _tf_agent_kwargs(env) -> Iterator[Finding]:
                 f"it accepts {quote_list(accepted)}; or use `backend: gymnasium` for the env's own kwargs",
             )
         elif key in TF_AGENT_OWN_KWARGS and value not in TF_AGENT_OWN_KWARGS[key]:
-            yield error("E428", where, f"`{key}: {value}` is not an option", f"use {quote_list(TF_AGENT_OWN_KWARGS[key])}")
+            yield error(
+                "E428", where, f"`{key}: {value}` is not an option", f"use {quote_list(TF_AGENT_OWN_KWARGS[key])}"
+            )
         elif key == "continuous_actions" and value is not False:
             yield error(
                 "E428",
@@ -113,7 +115,9 @@ def _tf_agent_kwargs(env) -> Iterator[Finding]:
         elif key == "local_ratio" and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1
         ):
-            yield error("E428", where, f"`local_ratio` is a proportion in [0, 1], got {value!r}", "e.g. `local_ratio: 0.5`")
+            yield error(
+                "E428", where, f"`local_ratio` is a proportion in [0, 1], got {value!r}", "e.g. `local_ratio: 0.5`"
+            )
 
 
 @check
