@@ -160,11 +160,12 @@ def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
 
     kwargs = dict(env.kwargs)
     if env.pettingzoo in TF_AGENT_ENVS:
-        # the in-graph env has the PettingZoo env's agents and spaces: read them from the env with
-        # the kwargs both take (rlgen's own, such as `reward`, and any other are E428's)
+        # the in-graph env has the PettingZoo env's agents and spaces: read them from the env without
+        # rlgen's own kwargs (`reward`), and in-graph with only those the spaces depend on (E428
+        # reports any other, and values the in-graph env refuses)
         kwargs = {k: v for k, v in kwargs.items() if k not in TF_AGENT_OWN_KWARGS}
         if env.backend == "tensorflow":
-            kwargs = {k: v for k, v in kwargs.items() if k in TF_AGENT_ENVS[env.pettingzoo]}
+            kwargs = {k: v for k, v in kwargs.items() if k in ("N", "max_cycles")}  # what the spaces depend on
     try:
         got = read_agent_spaces(env.pettingzoo, kwargs, env.state)
     except ProbeError as exc:
