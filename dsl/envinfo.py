@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rlgen.dsl.catalog import KNOWN_ENVS, EnvSpaces, Space
+from rlgen.dsl.catalog import KNOWN_ENVS, TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
@@ -158,8 +158,16 @@ def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
     env copy."""
     from rlgen.dsl.agents import ProbeError, read_agent_spaces
 
+    kwargs = dict(env.kwargs)
+    if env.pettingzoo in TF_AGENT_ENVS:
+        # the in-graph env has the PettingZoo env's agents and spaces: read them from the env without
+        # rlgen's own kwargs (`reward`), and in-graph with only those the spaces depend on (E428
+        # reports any other, and values the in-graph env refuses)
+        kwargs = {k: v for k, v in kwargs.items() if k not in TF_AGENT_OWN_KWARGS}
+        if env.backend == "tensorflow":
+            kwargs = {k: v for k, v in kwargs.items() if k in ("N", "max_cycles")}  # what the spaces depend on
     try:
-        got = read_agent_spaces(env.pettingzoo, env.kwargs, env.state)
+        got = read_agent_spaces(env.pettingzoo, kwargs, env.state)
     except ProbeError as exc:
         return None, [
             error(

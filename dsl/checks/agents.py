@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.dsl.catalog import TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS
 from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import quote_list
 from rlgen.dsl.findings import Finding, error
@@ -29,6 +30,8 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
 
     ```yaml
     env: {pettingzoo: mpe2.simple_spread_v3, id: CartPole-v1}   # E423: one or the other
+    env: {pettingzoo: mpe2.simple_spread_v3, backend: tensorflow,
+          kwargs: {render_mode: human}}                       # E428: not a kwarg the in-graph env takes
     ```
     """
     env = ctx.spec.env
@@ -49,13 +52,14 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
                 f"`{key}` does not apply to a PettingZoo env (`pettingzoo:`): its agents and spaces come from the env",
                 f"remove `{key}`, or remove `pettingzoo` for a single-agent gymnasium env",
             )
-    if env.backend == "tensorflow":
+    if env.backend == "tensorflow" and env.pettingzoo not in TF_AGENT_ENVS:
         yield error(
             "E423",
             ("env", "backend"),
-            "there is no in-graph TensorFlow version of PettingZoo envs yet",
-            "use `backend: gymnasium` (the default)",
+            f"there is no in-graph TensorFlow version of '{env.pettingzoo}'",
+            f"in-graph PettingZoo envs: {quote_list(TF_AGENT_ENVS)}; or use `backend: gymnasium` (the default)",
         )
+    yield from _tf_agent_kwargs(env)
     if not env.share:
         yield error(
             "E426",
@@ -70,6 +74,50 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
             "evaluation episodes are not supported for multi-agent envs yet; the training episodes' returns are logged",
             "remove `train.eval`",
         )
+
+
+def _tf_agent_kwargs(env) -> Iterator[Finding]:
+    """E428: an in-graph PettingZoo env takes only the kwargs it honours; rlgen's own
+    (``reward``) only with ``backend: tensorflow``."""
+    tf_backend = env.backend == "tensorflow" and env.pettingzoo in TF_AGENT_ENVS
+    accepted = TF_AGENT_ENVS[env.pettingzoo] if tf_backend else ()
+    for key, value in env.kwargs.items():
+        where = ("env", "kwargs", key)
+        if key in TF_AGENT_OWN_KWARGS and not tf_backend:
+            yield error(
+                "E428",
+                where,
+                f"`{key}` is an option of rlgen's in-graph envs, not of the PettingZoo env",
+                f"add `backend: tensorflow` (in-graph: {quote_list(TF_AGENT_ENVS)}), or remove `{key}`",
+            )
+        elif not tf_backend:
+            continue
+        elif key not in accepted:
+            yield error(
+                "E428",
+                where,
+                f"the in-graph '{env.pettingzoo}' does not take `{key}`",
+                f"it accepts {quote_list(accepted)}; or use `backend: gymnasium` for the env's own kwargs",
+            )
+        elif key in TF_AGENT_OWN_KWARGS and value not in TF_AGENT_OWN_KWARGS[key]:
+            yield error(
+                "E428", where, f"`{key}: {value}` is not an option", f"use {quote_list(TF_AGENT_OWN_KWARGS[key])}"
+            )
+        elif key == "continuous_actions" and value is not False:
+            yield error(
+                "E428",
+                where,
+                "the in-graph env has discrete actions only",
+                "write `continuous_actions: false`, or use `backend: gymnasium`",
+            )
+        elif key in ("N", "max_cycles") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            yield error("E428", where, f"`{key}` is a positive integer, got {value!r}", f"e.g. `{key}: 3`")
+        elif key == "local_ratio" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1
+        ):
+            yield error(
+                "E428", where, f"`local_ratio` is a proportion in [0, 1], got {value!r}", "e.g. `local_ratio: 0.5`"
+            )
 
 
 @check

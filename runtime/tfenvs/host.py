@@ -59,3 +59,50 @@ class HostTFEnv:
 
     def close(self) -> None:
         """Nothing to release: the env is a set of tf.Variables."""
+
+
+class HostTFAgentEnv:
+    """A multi-agent in-graph env (``pettingzoo: ..., backend: tensorflow``) stepped by one compiled
+    call per vector step: ``num_envs`` env copies of N agents, folded into ``num_envs * N`` rows,
+    seeded by ``(seed, rank)``. ``reset``/``step`` return the global state last when ``state`` is set
+    (as :class:`rlgen.runtime.mpe.agent_env.TFAgentEnv`)."""
+
+    def __init__(
+        self,
+        pettingzoo: str,
+        num_envs: int,
+        seed: int = 0,
+        rank: int = 0,
+        kwargs: dict[str, Any] | None = None,
+        state: str | None = None,
+    ) -> None:
+        from ..mpe.agent_env import make_tf_agent_env
+
+        self.num_envs = int(num_envs)
+        self.env = make_tf_agent_env(pettingzoo, self.num_envs, seed=env_seed(seed, rank), kwargs=kwargs, state=state)
+        self.num_agents = self.env.num_agents
+        spec = tf.TensorSpec([self.env.num_rows], tf.int32, name="action")
+        self._step = tf.function(self.env.step, input_signature=[spec], jit_compile=True)
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+
+    def reset(self) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        out = self.env.reset()
+        return tuple(t.numpy() for t in out) if isinstance(out, tuple) else out.numpy()
+
+    def step(self, action: Any) -> tuple[np.ndarray, ...]:
+        return tuple(t.numpy() for t in self._step(tf.constant(np.asarray(action), tf.int32)))
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Which rows hold a step of a running episode (``False`` on a reset step), ``[num_envs * N]``."""
+        return self.env.valid_rows().numpy()
+
+    def drain_episodes(self) -> list[tuple[float, int]]:
+        return self.env.drain_episodes()
+
+    def drain_team_episodes(self) -> list[tuple[float, int]]:
+        return self.env.drain_team_episodes()
+
+    def close(self) -> None:
+        """Nothing to release: the env is a set of tf.Variables."""
