@@ -40,12 +40,12 @@ def check_supported(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             )
     for net_name, net in spec.networks.items():
         readers = spec.readers(net_name)
-        if net.kind != "mlp" and len(readers) > 1:
+        if net.kind == "custom" and len(readers) > 1:
             yield error(
                 "E341",
                 ("networks", net_name, "kind"),
                 f"network '{net_name}' is custom (kind: {net.kind}) and read by {quote_list(readers)}: a custom "
                 "network has one output, so it cannot carry one head per component",
-                "give each component its own network, or use kind: mlp (which shares its torso and adds one "
-                "head per component)",
+                "give each component its own network, or use kind: mlp, cnn or impala (which share their torso "
+                "and add one head per component)",
             )

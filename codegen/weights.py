@@ -7,11 +7,37 @@ import math
 
 from rlgen.codegen.context import Context
 from rlgen.codegen.ir import Tensor
+from rlgen.dsl.images import conv_out, image_layout
+
+
+def _dense(sizes: list[int]) -> int:
+    return sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True))
+
+
+def image_network_size(net, obs_shape, output_size: int) -> int | None:
+    """Number of parameters of a ``cnn`` or ``impala`` network on ``obs_shape`` images."""
+    layout = image_layout(obs_shape)
+    if layout is None:
+        return None
+    h, w, c = layout[1]
+    total = 0
+    if net.kind == "cnn":
+        for d in net.layers:
+            total += d["kernel"] ** 2 * c * d["filters"] + d["filters"]
+            k, s = d["kernel"], d["stride"]
+            h, w, c = conv_out(h, k, s, "VALID"), conv_out(w, k, s, "VALID"), d["filters"]
+    else:
+        for ch in net.channels:  # a conv, then two residual blocks of two convs
+            total += 9 * c * ch + ch + 4 * (9 * ch * ch + ch)
+            h, w, c = conv_out(h, 3, 2, "SAME"), conv_out(w, 3, 2, "SAME"), ch
+    return total + _dense([h * w * c, *net.hidden, output_size])
 
 
 def network_size(ctx: Context, network: str, output_size: int) -> int | None:
-    """Number of parameters of an MLP network (None for a custom one: known only at run time)."""
+    """Number of parameters of an MLP or image network (None for a custom one: known only at run time)."""
     net = ctx.spec.networks[network]
+    if net.image:
+        return image_network_size(net, ctx.spaces.observation.shape, output_size)
     if net.kind != "mlp":
         return None
     sizes = [math.prod(ctx.spaces.observation.shape), *net.hidden, output_size]

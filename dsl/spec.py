@@ -103,7 +103,9 @@ class EnvSpec:
 # --- networks -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Network:
-    """An MLP (``hidden``, ``activation``, ``init``, ``layer_norm``) or a custom network (``impl``, ``args``)."""
+    """An MLP (``hidden``, ``activation``, ``init``, ``layer_norm``), an image network (``cnn``:
+    ``layers`` of ``{filters, kernel, stride}`` then dense ``hidden``; ``impala``: ``channels``
+    of its residual stacks then dense ``hidden``) or a custom network (``impl``, ``args``)."""
 
     name: str
     kind: str = "mlp"
@@ -113,6 +115,29 @@ class Network:
     layer_norm: bool = False
     impl: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
+    layers: tuple[dict[str, int], ...] = ()
+    channels: tuple[int, ...] = ()
+
+    @property
+    def image(self) -> bool:
+        """Whether the network reads images (``cnn`` or ``impala``)."""
+        return self.kind in IMAGE_NETWORKS
+
+
+#: Network kinds that read image observations, and their defaults where an MLP's differ: the
+#: Nature CNN (Mnih et al. 2015) and the IMPALA ResNet (Espeholt et al. 2018), ReLU throughout.
+IMAGE_NETWORKS = {
+    "cnn": {
+        "hidden": (512,),
+        "activation": "relu",
+        "layers": (
+            {"filters": 32, "kernel": 8, "stride": 4},
+            {"filters": 64, "kernel": 4, "stride": 2},
+            {"filters": 64, "kernel": 3, "stride": 1},
+        ),
+    },
+    "impala": {"hidden": (256,), "activation": "relu", "channels": (16, 32, 32)},
+}
 
 
 # --- components ---------------------------------------------------------------
@@ -415,8 +440,8 @@ def build_spec(data: dict[str, Any]) -> Spec:
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
-        fields = {k: (tuple(v) if k == "hidden" else v) for k, v in raw.items()}
-        networks[name] = Network(name=name, **fields)
+        fields = {k: (tuple(v) if k in ("hidden", "layers", "channels") else v) for k, v in raw.items()}
+        networks[name] = Network(name=name, **{**IMAGE_NETWORKS.get(raw.get("kind"), {}), **fields})
     components = {name: build_component(name, raw) for name, raw in data["components"].items()}
     loop_raw = data["loop"]
     init = build_block("init", loop_raw["init"], ("loop", "init")) if "init" in loop_raw else None
@@ -512,6 +537,14 @@ def resolved(spec: Spec) -> dict[str, Any]:
     return _drop_none(_resolved(spec))
 
 
+#: What a resolved spec writes of each network kind (a custom one: ``kind, impl, args``).
+_NETWORK_KEYS = {
+    "mlp": ("kind", "hidden", "activation", "init"),
+    "cnn": ("kind", "layers", "hidden", "activation", "init"),
+    "impala": ("kind", "channels", "hidden", "activation", "init"),
+}
+
+
 def _resolved(spec: Spec) -> dict[str, Any]:
     skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share")
     env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
@@ -526,7 +559,7 @@ def _resolved(spec: Spec) -> dict[str, Any]:
     for name, net in spec.networks.items():
         d = _plain(net)
         del d["name"]
-        keep = ("kind", "hidden", "activation", "init") if net.kind == "mlp" else ("kind", "impl", "args")
+        keep = _NETWORK_KEYS.get(net.kind, ("kind", "impl", "args"))
         networks[name] = {k: d[k] for k in keep}
         if net.kind == "mlp" and net.layer_norm:  # only when set: specs without it resolve as before
             networks[name]["layer_norm"] = True

@@ -9,111 +9,28 @@ without touching TensorFlow's global random state.
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-Activation = Callable[[tf.Tensor], tf.Tensor]
-
-ACTIVATIONS: dict[str, Activation] = {
-    "tanh": tf.tanh,
-    "relu": tf.nn.relu,
-    "elu": tf.nn.elu,
-    "gelu": tf.nn.gelu,
-    "silu": tf.nn.silu,
-    "sigmoid": tf.sigmoid,
-}
-
-HIDDEN_GAIN = math.sqrt(2.0)
-
-
-def orthogonal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
-    """A ``[fan_in, fan_out]`` matrix with orthonormal rows or columns, times ``gain``.
-
-    Same construction as ``torch.nn.init.orthogonal_`` on a ``[fan_out, fan_in]``
-    weight (QR of a Gaussian matrix, signs fixed by the diagonal of R), transposed.
-    """
-    rows, cols = fan_out, fan_in
-    flat = rng.standard_normal((rows, cols))
-    if rows < cols:
-        flat = flat.T
-    q, r = np.linalg.qr(flat)
-    q = q * np.sign(np.diag(r))
-    if rows < cols:
-        q = q.T
-    return (gain * q).T.astype(np.float32)
-
-
-def glorot_uniform(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
-    """Glorot/Xavier uniform initialisation, scaled by ``gain``."""
-    limit = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
-
-
-def he_normal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
-    """He normal initialisation (std ``sqrt(2 / fan_in)``), scaled by ``gain``."""
-    return (gain * math.sqrt(2.0 / fan_in) * rng.standard_normal((fan_in, fan_out))).astype(np.float32)
-
-
-INITIALIZERS = {"orthogonal": orthogonal, "glorot_uniform": glorot_uniform, "he_normal": he_normal}
-
-OutputSize = int | Sequence[int]
-OutputGain = float | Sequence[float]
-
-
-def output_heads(output_size: OutputSize, output_gain: OutputGain = 1.0) -> tuple[tuple[int, float], ...]:
-    """Normalise ``output_size``/``output_gain`` to one ``(size, gain)`` pair per output head.
-
-    A scalar size is one head; a sequence of sizes is one head per entry. A scalar
-    gain applies to every head; a sequence of gains must have one entry per head.
-    """
-    sizes = (output_size,) if np.ndim(output_size) == 0 else tuple(output_size)
-    gains = (output_gain,) * len(sizes) if np.ndim(output_gain) == 0 else tuple(output_gain)
-    if not sizes:
-        raise ValueError("a network needs at least one output head")
-    if len(gains) != len(sizes):
-        raise ValueError(f"{len(gains)} output gains for {len(sizes)} output heads (sizes {list(sizes)})")
-    heads = tuple((int(n), float(g)) for n, g in zip(sizes, gains, strict=True))
-    if any(n < 1 for n, _ in heads):
-        raise ValueError(f"output head sizes must be >= 1, got {[n for n, _ in heads]}")
-    return heads
-
-
-def head_slices(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    """``(start, stop)`` of each head in the concatenated outputs, for heads of ``sizes``."""
-    stops = np.cumsum([int(n) for n in sizes]).tolist()
-    return tuple(zip([0, *stops[:-1]], stops, strict=True))
-
-
-class Dense(tf.Module):
-    """``y = x @ w + b`` with zero-initialised bias."""
-
-    def __init__(self, weights: np.ndarray, name: str | None = None) -> None:
-        super().__init__(name=name)
-        self.w = tf.Variable(weights, name="w")
-        self.b = tf.Variable(tf.zeros([weights.shape[1]]), name="b")
-
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(x, self.w) + self.b
-
-
-class LayerNorm(tf.Module):
-    """Layer normalisation over the last axis with a learned scale (ones) and shift (zeros),
-    as ``torch.nn.LayerNorm`` (``eps`` 1e-5, biased variance). Its initial values are
-    constants: building one draws nothing from a network's random stream."""
-
-    def __init__(self, size: int, eps: float = 1e-5, name: str | None = None) -> None:
-        super().__init__(name=name)
-        self.eps = float(eps)
-        self.gamma = tf.Variable(tf.ones([size]), name="gamma")
-        self.beta = tf.Variable(tf.zeros([size]), name="beta")
-
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
-        return (x - mean) * tf.math.rsqrt(var + self.eps) * self.gamma + self.beta
+from .convnets import build_image_network
+from .layers import (  # noqa: F401 - re-exported: generated code and tests import them from here
+    ACTIVATIONS,
+    HIDDEN_GAIN,
+    INITIALIZERS,
+    Activation,
+    Dense,
+    LayerNorm,
+    OutputGain,
+    OutputSize,
+    glorot_uniform,
+    he_normal,
+    head_slices,
+    orthogonal,
+    output_heads,
+)
 
 
 class MLP(tf.Module):
@@ -243,6 +160,8 @@ def build_network(
     """Build a network from its spec entry (``networks.<name>`` in the ``.rl.yaml``).
 
     ``{kind: mlp, hidden, activation, init, layer_norm}`` builds an :class:`MLP`;
+    ``{kind: cnn, layers, hidden}`` and ``{kind: impala, channels, hidden}`` build the
+    image networks of :mod:`rlgen.runtime.convnets`;
     ``{kind: custom, impl: "pkg.mod:factory", args}`` calls
     ``factory(tuple(input_shape), output_size, **args)``, which must return a
     ``tf.Module`` mapping ``[B, *input_shape]`` to ``[B, output_size]``.
@@ -251,7 +170,7 @@ def build_network(
     pass ``output_size`` and ``output_gain`` as sequences (e.g. ``(n_actions, 1)``
     and ``(0.01, 1.0)`` for a policy and a value on one torso); the outputs are the
     heads' outputs concatenated in that order (see :func:`head_slices`). Only
-    ``kind: mlp`` supports several heads: a custom factory's protocol has one output
+    ``kind: mlp``, ``cnn`` and ``impala`` support several heads: a custom factory's protocol has one output
     size and no gain, so several heads for it raise ``ValueError`` (give each
     component its own network instead). One head written as a one-entry sequence is
     the same as a plain size.
@@ -284,4 +203,6 @@ def build_network(
                 f"{config['impl']} must return a tf.Module with trainable tf.Variables, got {type(net).__name__}"
             )
         return net
+    if kind in ("cnn", "impala"):
+        return build_image_network(config, input_shape, output_size, output_gain, seed, name)
     raise ValueError(f"unknown network kind {kind!r}")

@@ -24,6 +24,7 @@ from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.plan import FragmentPlan
+from rlgen.dsl.images import cnn_sizes, conv_out, image_layout
 
 #: Multiply-adds of one matmul from which a second thread pays: half of SAC's default
 #: (256 x 256 x 256), twice PPO's Zoo MuJoCo setting (64 x 256 x 256).
@@ -35,10 +36,25 @@ def widest_layer(sizes: Sequence[int]) -> int:
     return max((a * b for a, b in zip(sizes, sizes[1:], strict=False)), default=0)
 
 
-def _mlp(config: dict[str, Any], inputs: int, outputs: int) -> int:
-    if config.get("kind", "mlp") != "mlp":
+def _mlp(config: dict[str, Any], inputs: int, outputs: int, obs_shape: Sequence[int] = ()) -> int:
+    """The widest dense layer of an MLP, or of an image network's layers after its torso (a
+    lower bound of its convolutions' work); 0 for a custom network."""
+    kind = config.get("kind", "mlp")
+    if kind == "mlp":
+        return widest_layer([inputs, *config.get("hidden", ()), outputs])
+    layout = image_layout(obs_shape) if kind in ("cnn", "impala") else None
+    if layout is None:
         return 0
-    return widest_layer([inputs, *config.get("hidden", ()), outputs])
+    (h, w, _), flat = layout[1], 0
+    if kind == "cnn":
+        layers = [(d["filters"], d["kernel"], d["stride"]) for d in config["layers"]]
+        oh, ow = cnn_sizes((h, w), layers)[-1]
+        flat = oh * ow * layers[-1][0]
+    else:
+        for _ in config["channels"]:
+            h, w = conv_out(h, 3, 2, "SAME"), conv_out(w, 3, 2, "SAME")
+        flat = h * w * config["channels"][-1]
+    return widest_layer([flat, *config.get("hidden", ()), outputs])
 
 
 def _outputs(size: int | Sequence[int]) -> int:
@@ -53,7 +69,7 @@ def update_macs(fragment: FragmentPlan) -> int:
         return 0
     replay = [c.options.get("batch_size") for c in fragment.components if c.kind == "replay"]
     inputs = math.prod(fragment.obs_shape)
-    widths = [_mlp(n.config, inputs, _outputs(n.output_size)) for n in fragment.networks]
+    widths = [_mlp(n.config, inputs, _outputs(n.output_size), fragment.obs_shape) for n in fragment.networks]
     heaviest = 0
     for learner in learners:
         rows = learner.options.get("config", {}).get("minibatch") or next((b for b in replay if b), 0)

@@ -9,6 +9,7 @@ from rlgen.dsl.catalog import TF_ENVS
 from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import quote_list
 from rlgen.dsl.findings import Finding, error
+from rlgen.dsl.images import cnn_sizes, image_layout
 from rlgen.dsl.wrappers import problem
 
 CONTINUOUS_DISTRIBUTIONS = ("gaussian", "squashed_gaussian", "deterministic")
@@ -224,3 +225,46 @@ def normalize_fit(ctx: Context) -> Iterator[Finding]:
             f"{ctx.spaces.observation.describe()}",
             "set `normalize: {obs: false}` (reward normalisation still works), or remove `normalize`",
         )
+
+
+@check
+def image_networks(ctx: Context) -> Iterator[Finding]:
+    """A ``cnn`` or ``impala`` network reads images: the env's observations must be one (``[H, W]``,
+    ``[H, W, C]`` or ``[C, H, W]``), large enough for every convolution.
+
+    ```yaml
+    env: {id: CartPole-v1}
+    networks: {pi: {kind: cnn}}   # E429: CartPole's observations are Box(shape=[4]), not images
+    ```
+    """
+    if ctx.spaces is None:
+        return
+    obs = ctx.spaces.observation
+    for name, net in ctx.spec.networks.items():
+        if not net.image or not ctx.spec.readers(name):
+            continue
+        layout = image_layout(obs.shape) if obs.kind == "box" else None
+        env_name = ctx.spec.env.id or "the env"
+        if layout is None:
+            yield error(
+                "E429",
+                ("networks", name, "kind"),
+                f"a {net.kind} network reads images; {env_name}'s observations are {obs.describe()}, not an image "
+                "([H, W], [H, W, C] or [C, H, W])",
+                "use `kind: mlp` for vector observations, or an image env (e.g. `env: {id: ALE/Breakout-v5, "
+                "preset: atari}`)",
+            )
+            continue
+        if net.kind != "cnn":
+            continue
+        (h, w), layers = layout[1][:2], [(d["filters"], d["kernel"], d["stride"]) for d in net.layers]
+        for i, (oh, ow) in enumerate(cnn_sizes((h, w), layers)):
+            if oh < 1 or ow < 1:
+                yield error(
+                    "E429",
+                    ("networks", name, "layers", i),
+                    f"convolution {i} ({layers[i][0]} filters, {layers[i][1]}x{layers[i][1]}, stride {layers[i][2]}) "
+                    f"leaves no pixels of the {h}x{w} observation",
+                    "use smaller kernels or strides, or fewer layers",
+                )
+                break

@@ -1,0 +1,199 @@
+"""Convolutional networks for image observations: the Nature CNN and the IMPALA ResNet.
+
+Both are ``tf.Module``s over plain ``tf.Variable``s like :class:`~rlgen.runtime.networks.MLP`,
+with the same head protocol (several heads on one torso, fused into one :class:`Dense`,
+``features``/``feature_size``/``head_slices``), so a policy and a value share a torso
+exactly as an MLP is shared (SB3's ``CnnPolicy`` shares its ``NatureCNN`` the same way).
+
+Images arrive as the env gives them, usually ``uint8`` (rollouts, replay and channel
+messages carry them so); the first thing the graph does is cast them to float32 and scale
+by 1/255. Layout: a rank-3 observation whose first axis is shorter than its last is read
+as channels-first (``[4, 84, 84]`` from ``FrameStackObservation`` or envpool) and transposed
+to NHWC, TensorFlow's CPU convolution layout; ``[84, 84, 4]`` or ``[210, 160, 3]`` is
+channels-last already; a rank-2 observation is one grey channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from rlgen.dsl.images import conv_out, image_layout
+
+from .layers import ACTIVATIONS, HIDDEN_GAIN, INITIALIZERS, Dense, OutputGain, OutputSize, head_slices, output_heads
+
+#: The Nature CNN's convolutions (Mnih et al. 2015): ``(filters, kernel, stride)``, VALID padding.
+NATURE_LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+#: The IMPALA ResNet's stacks (Espeholt et al. 2018): channels of each conv + pool + 2 residual blocks.
+IMPALA_CHANNELS = (16, 32, 32)
+
+
+def _layout(shape: Sequence[int]) -> tuple[bool, tuple[int, int, int]]:
+    layout = image_layout(shape)
+    if layout is None:
+        raise ValueError(f"a convolutional network needs an image ([H, W], [H, W, C] or [C, H, W]), not {shape}")
+    return layout
+
+
+def to_nhwc(x: tf.Tensor, input_shape: Sequence[int]) -> tf.Tensor:
+    """``[B, *input_shape]`` images as float32 NHWC in ``[0, 1]`` when they came as uint8."""
+    first, (h, w, c) = _layout(input_shape)
+    scale = x.dtype == tf.uint8
+    x = tf.cast(x, tf.float32)
+    if scale:
+        x = x * (1.0 / 255.0)
+    if first:
+        return tf.transpose(x, [0, 2, 3, 1])
+    return tf.reshape(x, [-1, h, w, c])
+
+
+class Conv2D(tf.Module):
+    """A 2-D convolution ``[kernel, kernel, c_in, filters]`` with zero-initialised bias."""
+
+    def __init__(self, kernel: np.ndarray, stride: int, padding: str, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.w = tf.Variable(kernel, name="w")
+        self.b = tf.Variable(tf.zeros([kernel.shape[-1]]), name="b")
+        self.stride, self.padding = int(stride), padding
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.nn.conv2d(x, self.w, self.stride, self.padding) + self.b
+
+
+def _conv(c_in: int, filters: int, kernel: int, stride: int, padding: str, make, gain, rng, name) -> Conv2D:
+    """A conv layer whose kernel is drawn as a ``[kernel*kernel*c_in, filters]`` matrix (as
+    ``torch.nn.init`` flattens a conv weight) and reshaped."""
+    flat = make(kernel * kernel * c_in, filters, gain, rng)
+    return Conv2D(flat.reshape(kernel, kernel, c_in, filters), stride, padding, name=name)
+
+
+class _ImageNet(tf.Module):
+    """What both image networks share: dense layers after the torso, and the fused heads."""
+
+    def _finish(self, flat: int, dense: Sequence[int], heads, make, gain, rng) -> None:
+        sizes = [flat, *(int(d) for d in dense)]
+        pairs = enumerate(zip(sizes[:-1], sizes[1:], strict=True))
+        self.dense = [Dense(make(a, b, gain, rng), name=f"dense_{i}") for i, (a, b) in pairs]
+        self.head_sizes = tuple(n for n, _ in heads)
+        self.head_gains = tuple(g for _, g in heads)
+        self.head_slices = head_slices(self.head_sizes)
+        self.output_size = sum(self.head_sizes)
+        self.feature_size = sizes[-1]
+        self.head = Dense(np.concatenate([make(sizes[-1], n, g, rng) for n, g in heads], axis=1), name="head")
+
+    def torso(self, x: tf.Tensor) -> tf.Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def features(self, x: tf.Tensor) -> tf.Tensor:
+        """The last dense layer's activations ``[B, feature_size]``, which the heads read."""
+        h = self.torso(to_nhwc(x, self.input_shape))
+        h = tf.reshape(h, [-1, self.flat_size])
+        for layer in self.dense:
+            h = self._activation(layer(h))
+        return h
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return self.head(self.features(x))
+
+
+class ConvNet(_ImageNet):
+    """Convolutions (VALID padding), flatten, dense layers, heads: the Nature CNN by default.
+
+    With ``init="orthogonal"`` every hidden layer (convolutions and dense) has gain ``sqrt(2)``
+    and the heads the components' gains (0.01 policy, 1.0 value), as SB3's ``CnnPolicy``.
+    """
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        output_size: OutputSize,
+        layers: Sequence[tuple[int, int, int]] = NATURE_LAYERS,
+        dense: Sequence[int] = (512,),
+        activation: str = "relu",
+        init: str = "orthogonal",
+        output_gain: OutputGain = 1.0,
+        seed: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self.input_shape = tuple(int(d) for d in input_shape)
+        _, (h, w, c) = _layout(self.input_shape)
+        self._activation = ACTIVATIONS[activation]
+        make, rng = INITIALIZERS[init], np.random.default_rng(seed)
+        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        self.convs = []
+        for i, (filters, kernel, stride) in enumerate(layers):
+            self.convs.append(_conv(c, filters, kernel, stride, "VALID", make, gain, rng, f"conv_{i}"))
+            h, w, c = conv_out(h, kernel, stride, "VALID"), conv_out(w, kernel, stride, "VALID"), filters
+            if h < 1 or w < 1:
+                raise ValueError(f"conv layer {i} ({filters}x{kernel}/{stride}) leaves no pixels of {input_shape}")
+        self.flat_size = h * w * c
+        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), make, gain, rng)
+
+    def torso(self, x: tf.Tensor) -> tf.Tensor:
+        for conv in self.convs:
+            x = self._activation(conv(x))
+        return x
+
+
+class ImpalaNet(_ImageNet):
+    """The IMPALA ResNet: per stack a 3x3 conv, a 3x3/2 max-pool and two residual blocks
+    (relu, conv, relu, conv, add), all SAME padding; then relu, flatten, dense layers, heads."""
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        output_size: OutputSize,
+        channels: Sequence[int] = IMPALA_CHANNELS,
+        dense: Sequence[int] = (256,),
+        activation: str = "relu",
+        init: str = "orthogonal",
+        output_gain: OutputGain = 1.0,
+        seed: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self.input_shape = tuple(int(d) for d in input_shape)
+        _, (h, w, c) = _layout(self.input_shape)
+        self._activation = ACTIVATIONS[activation]
+        make, rng = INITIALIZERS[init], np.random.default_rng(seed)
+        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        self.stacks = []
+        for i, ch in enumerate(channels):
+            convs = [_conv(c, ch, 3, 1, "SAME", make, gain, rng, f"stack_{i}_conv")]
+            convs += [_conv(ch, ch, 3, 1, "SAME", make, gain, rng, f"stack_{i}_res_{j}") for j in range(4)]
+            self.stacks.append(convs)
+            h, w, c = conv_out(h, 3, 2, "SAME"), conv_out(w, 3, 2, "SAME"), ch
+        self.flat_size = h * w * c
+        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), make, gain, rng)
+
+    def torso(self, x: tf.Tensor) -> tf.Tensor:
+        act = self._activation
+        for first, *res in self.stacks:
+            x = tf.nn.max_pool2d(first(x), 3, 2, "SAME")
+            for a, b in (res[0:2], res[2:4]):
+                x = x + b(act(a(act(x))))
+        return act(x)
+
+
+def build_image_network(
+    config: Mapping[str, Any],
+    input_shape: Sequence[int],
+    output_size: OutputSize,
+    output_gain: OutputGain,
+    seed: int,
+    name: str | None,
+) -> tf.Module:
+    """A ``kind: cnn`` or ``kind: impala`` network from its spec entry (see docs/language.md)."""
+    common = dict(activation=config.get("activation", "relu"), init=config.get("init", "orthogonal"))
+    if config["kind"] == "cnn":
+        layers = tuple((int(d["filters"]), int(d["kernel"]), int(d["stride"])) for d in config.get("layers", ()))
+        layers = layers or NATURE_LAYERS
+        dense = config.get("hidden", (512,))
+        return ConvNet(input_shape, output_size, layers, dense, output_gain=output_gain, seed=seed, name=name, **common)
+    channels = tuple(config.get("channels", IMPALA_CHANNELS))
+    dense = config.get("hidden", (256,))
+    return ImpalaNet(input_shape, output_size, channels, dense, output_gain=output_gain, seed=seed, name=name, **common)
