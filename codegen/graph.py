@@ -40,6 +40,7 @@ class _Shapes:
 
     def __init__(self, spaces: EnvSpaces, batch: int) -> None:
         self.obs = tuple(spaces.observation.shape)
+        self.obs_dtype = spaces.observation.dtype  # uint8 images stay uint8 up to the networks
         self.state = tuple(spaces.state or ())
         act = spaces.action
         self.discrete = act.kind == "discrete"
@@ -49,7 +50,7 @@ class _Shapes:
 
     def per_env(self, vtype: str) -> tuple[str, tuple[int, ...]]:
         return {
-            "obs": ("float32", self.obs),
+            "obs": (self.obs_dtype, self.obs),
             "state": ("float32", self.state),
             "action": (self.act_dtype, self.act_shape),
             "reward": ("float32", ()),
@@ -66,7 +67,7 @@ class _Shapes:
 
     def rollout(self, length: int, state: bool = False) -> tuple[Tensor, ...]:
         special = {
-            "obs": ("float32", self.obs),
+            "obs": (self.obs_dtype, self.obs),
             "actions": (self.act_dtype, self.act_shape),
             "states": ("float32", self.state),
         }

@@ -177,6 +177,7 @@ class EnvPlan:
     pettingzoo: str | None = field(default=None, metadata=OPTIONAL)
     state: str | None = field(default=None, metadata=OPTIONAL)
     agents: int | None = field(default=None, metadata=OPTIONAL)
+    preset: str | None = field(default=None, metadata=OPTIONAL)  # $.env.preset, if any
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,8 @@ class FragmentPlan:
     normalize: NormalizePlan | None = field(default=None, metadata=OPTIONAL)
     #: The global state's shape per row, where the loop has a ``state`` value (multi-agent).
     state_shape: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
+    #: The observations' element type where it is not float32 (``uint8`` images).
+    obs_dtype: str | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:

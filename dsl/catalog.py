@@ -65,10 +65,15 @@ class Space:
     n: int = 0
     low: float | None = None
     high: float | None = None
+    #: A Box's element type as the loop carries it: ``uint8`` for images (kept so from the env to
+    #: the learner, scaled inside the graph), ``float32`` for everything else.
+    dtype: str = "float32"
 
     def describe(self) -> str:
         if self.kind == "discrete":
             return f"Discrete({self.n})"
+        if self.dtype != "float32":
+            return f"Box(shape={list(self.shape)}, dtype={self.dtype})"
         return f"Box(shape={list(self.shape)})"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from rlgen.dsl import atari
 from rlgen.dsl.catalog import KNOWN_ENVS, TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS, EnvSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean
 from rlgen.dsl.findings import Finding, error
@@ -51,6 +52,7 @@ def _from_gym_space(space) -> Space | None:
             tuple(int(s) for s in space.shape),
             low=float(low.flat[0]) if scalar else None,
             high=float(high.flat[0]) if scalar else None,
+            dtype="uint8" if np.dtype(space.dtype) == np.uint8 else "float32",
         )
     return None
 
@@ -90,6 +92,18 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         from gymnasium.envs.registration import registry
     except ImportError:  # pragma: no cover - gymnasium is a dependency
         return None, []
+    if env.preset == "atari":
+        try:
+            atari.register()
+        except ImportError:
+            return None, [
+                error(
+                    "E405",
+                    ("env", "preset"),
+                    "the atari preset needs ale-py, which is not installed",
+                    "`pip install rlgen[atari]` (ale-py, with the game ROMs)",
+                )
+            ]
     if env.id not in registry:
         return None, [
             error(
@@ -104,7 +118,7 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         return None, []  # env_source reports them
     try:
         quiet_mujoco(env.id)
-        made = gymnasium.make(env.id, **env.kwargs)
+        made = atari.make(env.id, env.kwargs) if env.preset == "atari" else gymnasium.make(env.id, **env.kwargs)
     except Exception as exc:  # any failure of third-party env code becomes a finding
         return None, [
             error(

@@ -94,6 +94,8 @@ class EnvSpec:
     pettingzoo: str | None = None
     state: str | None = None
     share: bool = True
+    #: A named wrapping of a gymnasium id (``atari``: the RL Zoo's Atari wrapper, rlgen.dsl.atari).
+    preset: str | None = None
 
     @property
     def multi_agent(self) -> bool:
@@ -435,6 +437,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         normalize=_normalize(env_raw.get("normalize")),
         wrappers=parse_wrappers(env_raw.get("wrappers", ())),
         pettingzoo=env_raw.get("pettingzoo"),
+        preset=env_raw.get("preset"),
         state=env_raw.get("state"),
         share=bool(env_raw.get("agents", {}).get("share", True)),
     )
@@ -546,10 +549,12 @@ _NETWORK_KEYS = {
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share")
+    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share", "preset")
     env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
     if spec.env.multi_agent:  # written only where they apply, so single-agent builds keep their bytes
         env.update(pettingzoo=spec.env.pettingzoo, state=spec.env.state, agents={"share": spec.env.share})
+    if spec.env.preset:  # written only where set, so other builds keep their bytes
+        env["preset"] = spec.env.preset
     env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
     if spec.env.observation or spec.env.action:
         env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}

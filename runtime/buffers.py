@@ -70,6 +70,7 @@ class RolloutBuffer:
         action_shape: tuple[int, ...] = (),
         action_dtype: type[np.generic] = np.int32,
         state_shape: tuple[int, ...] | None = None,
+        obs_dtype: type[np.generic] = np.float32,
     ) -> None:
         if length < 1 or num_envs < 1:
             raise ValueError("length and num_envs must be >= 1")
@@ -78,7 +79,7 @@ class RolloutBuffer:
         self.state_shape = None if state_shape is None else tuple(int(d) for d in state_shape)
         tb = (self.length, self.num_envs)
         data = Rollout(
-            obs=np.zeros(tb + self.obs_shape, np.float32),
+            obs=np.zeros(tb + self.obs_shape, obs_dtype),  # uint8 images stay uint8
             actions=np.zeros(tb + self.action_shape, action_dtype),
             rewards=np.zeros(tb, np.float32),
             terminated=np.zeros(tb, np.float32),

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlgen.dsl import atari
 from rlgen.dsl.envinfo import quiet_mujoco
 from rlgen.dsl.wrappers import from_data, wrapper_class
 
@@ -96,6 +97,8 @@ class VectorEnv:
         render_mode: str | None = None,
         wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
         spec_wrappers: Sequence[Mapping[str, Any]] = (),
+        preset: str | None = None,
+        training: bool = True,
     ) -> None:
         if (env_id is None) == (factory is None):
             raise ValueError("give exactly one of env_id and factory")
@@ -104,6 +107,13 @@ class VectorEnv:
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
         wrap = [*make_wrappers(spec_wrappers), *wrappers]
+        #: ``atari``: the preset's env (rlgen.dsl.atari); episodes are reported as whole games,
+        #: unclipped, from the ``game_score`` its wrapper puts in ``info``
+        self.preset = preset
+        if preset == "atari":
+            atari.register()
+            kwargs.update(atari.ATARI_MAKE)
+            wrap.insert(0, functools.partial(atari.atari, training=training))
         self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, wrap)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
@@ -187,7 +197,7 @@ class VectorEnv:
         """
         if self._clip is not None:
             action = np.clip(action, *self._clip)
-        obs, reward, terminated, truncated, _ = self.env.step(action)
+        obs, reward, terminated, truncated, info = self.env.step(action)
         reward = np.asarray(reward, np.float32)
         valid = ~self._done
         self.valid = valid
@@ -195,7 +205,9 @@ class VectorEnv:
         self._ep_length += valid
         self.env_steps += int(valid.sum())
         done = np.logical_or(terminated, truncated)
-        if done.any():
+        if self.preset is not None:  # episodes are games: unclipped scores, across lives
+            self._games(info)
+        elif done.any():
             for i in np.flatnonzero(done):
                 episode = (float(self._ep_return[i]), int(self._ep_length[i]))
                 self.completed.append(episode)
@@ -205,6 +217,14 @@ class VectorEnv:
             self._ep_length[done] = 0
         self._done = done
         return obs, reward, terminated, truncated
+
+    def _games(self, info: Mapping[str, Any]) -> None:
+        ended = info.get("_game_score")
+        for i in np.flatnonzero(ended) if ended is not None else ():
+            episode = (float(info["game_score"][i]), int(info["game_length"][i]))
+            self.completed.append(episode)
+            self.episode_returns.append(episode[0])
+            self.episode_lengths.append(episode[1])
 
     def mean_return(self) -> float:
         """Mean return of the last ``window`` completed episodes (NaN if none yet)."""

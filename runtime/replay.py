@@ -52,6 +52,7 @@ class ReplayBuffer:
         action_dtype: type[np.generic] | np.dtype = np.int32,
         num_envs: int = 1,
         seed: int | None = None,
+        obs_dtype: type[np.generic] | np.dtype = np.float32,
     ) -> None:
         if capacity < 1 or num_envs < 1:
             raise ValueError("capacity and num_envs must be >= 1")
@@ -60,10 +61,10 @@ class ReplayBuffer:
         self.action_shape = tuple(int(d) for d in action_shape)
         n = self.capacity
         self._data = Transitions(
-            obs=np.zeros((n, *self.obs_shape), np.float32),
+            obs=np.zeros((n, *self.obs_shape), obs_dtype),
             actions=np.zeros((n, *self.action_shape), action_dtype),
             rewards=np.zeros(n, np.float32),
-            next_obs=np.zeros((n, *self.obs_shape), np.float32),
+            next_obs=np.zeros((n, *self.obs_shape), obs_dtype),
             terminated=np.zeros(n, np.float32),
         )
         self.pos = 0  # next slot to write
@@ -187,14 +188,15 @@ class TransitionStage:
         obs_shape: Sequence[int],
         action_shape: Sequence[int] = (),
         action_dtype: type[np.generic] | np.dtype = np.int32,
+        obs_dtype: type[np.generic] | np.dtype = np.float32,
     ) -> None:
         tb = (int(length), int(num_envs))
         obs_shape, action_shape = tuple(obs_shape), tuple(action_shape)
         self._rows = (
-            np.zeros(tb + obs_shape, np.float32),
+            np.zeros(tb + obs_shape, obs_dtype),
             np.zeros(tb + action_shape, action_dtype),
             np.zeros(tb, np.float32),
-            np.zeros(tb + obs_shape, np.float32),
+            np.zeros(tb + obs_shape, obs_dtype),
             np.zeros(tb, bool),
             np.zeros(tb, bool),
         )

@@ -67,8 +67,8 @@ if ! "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
 fi
 
 if [ ! -f "$stamp" ]; then
-  log "installing rlgen (editable) with the test, mujoco, box2d, marl, plot, completion, video and tune extras"
-  "${PIP[@]}" install -e "$ROOT[test,mujoco,box2d,marl,plot,completion,video,tune]"
+  log "installing rlgen (editable) with the test, mujoco, box2d, marl, atari, plot, completion, video and tune extras"
+  "${PIP[@]}" install -e "$ROOT[test,mujoco,box2d,marl,atari,plot,completion,video,tune]"
   rm -f "$VENV"/.rlgen-deps-*
   touch "$stamp"
 fi

@@ -51,6 +51,7 @@ def evaluate(
         kwargs=env.get("kwargs") or {},
         max_episode_steps=env.get("max_episode_steps"),
         spec_wrappers=env.get("wrappers") or (),
+        **({"preset": env["preset"], "training": False} if env.get("preset") else {}),  # whole games, unclipped
         **({} if video is None else _recording(env, video, name)),
     )
     returns: list[float] = []
@@ -60,7 +61,8 @@ def evaluate(
             running = np.zeros(n, np.float64)
             finished = np.zeros(n, bool)
             while not finished.all():
-                obs, reward, terminated, truncated = vec.step(np.asarray(act(np.asarray(obs, np.float32))))
+                obs = obs if obs.dtype == np.uint8 else np.asarray(obs, np.float32)  # images: scaled in the graph
+                obs, reward, terminated, truncated = vec.step(np.asarray(act(obs)))
                 running += np.where(finished, 0.0, reward)
                 ended = np.logical_or(terminated, truncated) & ~finished
                 returns.extend(float(r) for r in running[ended])

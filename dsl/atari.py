@@ -1,0 +1,112 @@
+"""The ``atari`` env preset: the RL Zoo's ``AtariWrapper`` built from gymnasium's wrappers.
+
+``env: {id: ALE/Breakout-v5, preset: atari}`` makes ``gymnasium.make(id, frameskip=1, **kwargs)``
+(ALE's v5 envs skip 4 frames themselves; the preset's frame skip replaces theirs, so the agent
+acts every 4 frames, not every 16; v5's sticky actions, ``repeat_action_probability=0.25``, are
+kept unless ``kwargs`` set them) and wraps it, innermost first, in:
+
+1. ``AtariPreprocessing``: up to 30 no-op actions on reset, frame skip 4 with the max of the last
+   two frames, 84x84 grayscale uint8 (``INTER_AREA``), no scaling;
+2. :class:`GameScore`: the unclipped score and length of each *game*, reported in ``info`` when
+   the game ends (what training statistics and ``rlgen eval`` report, as the Zoo's ``Monitor``);
+3. :class:`EpisodicLife` (training): a lost life ends the episode (``terminated``) but not the
+   game: the next reset takes one no-op step instead of restarting (SB3's ``EpisodicLifeEnv``);
+4. :class:`ClipReward` (training): rewards become their sign, -1, 0 or 1;
+5. ``FrameStackObservation(4)``: observations ``[4, 84, 84]`` uint8.
+
+No fire-on-reset: the agent learns to press FIRE (the Zoo's wrapper adds ``FireResetEnv``).
+TensorFlow-free: ``validate`` applies it to read the spaces, env ranks to step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+PRESETS = ("atari",)
+#: What the preset sets on ``gymnasium.make`` (the user's ``kwargs`` win, except ``frameskip``).
+ATARI_MAKE = {"frameskip": 1}
+
+
+def register() -> None:
+    """Register ALE's envs with gymnasium (``ale-py``: ``pip install rlgen[atari]``)."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+
+
+class GameScore(gym.Wrapper):
+    """Sums the unclipped rewards and counts the steps of one game across lives; when the game
+    ends, ``info["game_score"]`` and ``info["game_length"]`` carry them."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._score, self._length = 0.0, 0
+
+    def reset(self, **kwargs: Any):
+        self._score, self._length = 0.0, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._score += float(reward)
+        self._length += 1
+        if terminated or truncated:
+            info = {**info, "game_score": self._score, "game_length": self._length}
+        return obs, reward, terminated, truncated, info
+
+
+class EpisodicLife(gym.Wrapper):
+    """A lost life is the end of an episode for the learner; reset after one continues the game
+    with a no-op step (a real reset only after the game is over)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._lives, self._game_over = 0, True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self._lives:
+            terminated = True
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any):
+        if self._game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self._game_over = False
+        self._lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class ClipReward(gym.RewardWrapper):
+    """Rewards become their sign (-1, 0 or 1), as DQN's and the Zoo's Atari training."""
+
+    def reward(self, reward):
+        return float(np.sign(reward))
+
+
+def atari(env: gym.Env, training: bool = True, noop_max: int = 30, frame_skip: int = 4, stack: int = 4) -> gym.Env:
+    """Wrap an ALE env made with ``frameskip=1`` in the preset (``training=False``: no life
+    loss as episode end, no reward clipping)."""
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
+    )
+    env = GameScore(env)
+    if training:
+        env = ClipReward(EpisodicLife(env))
+    return gym.wrappers.FrameStackObservation(env, stack)
+
+
+def make(env_id: str, kwargs: dict[str, Any] | None = None, training: bool = True, **make_kwargs: Any) -> gym.Env:
+    """One preset env: ``gymnasium.make(env_id, frameskip=1, **kwargs)`` wrapped by :func:`atari`."""
+    register()
+    return atari(gym.make(env_id, **{**dict(kwargs or {}), **ATARI_MAKE, **make_kwargs}), training=training)

@@ -1,0 +1,69 @@
+"""The atari preset against ale-py directly: frames, frame skip, reward clipping, life loss,
+and whole-game unclipped scores in the vector env's statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+from rlgen.dsl import atari  # noqa: E402
+from rlgen.runtime.envs import VectorEnv  # noqa: E402
+
+
+def _play(env, steps, seed=0):
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        out.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return out
+
+
+def test_preset_frames_are_stacked_84x84_uint8_from_ale():
+    env = atari.make("ALE/Breakout-v5")
+    assert env.observation_space.shape == (4, 84, 84) and env.observation_space.dtype == np.uint8
+    assert env.unwrapped._frameskip == 1  # the preset skips frames itself, v5's own skip is off
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    nxt, *_ = env.step(0)
+    np.testing.assert_array_equal(nxt[:3], obs[1:])  # a sliding stack: the replay shares frames
+    # the newest frame is ALE's screen, grey, resized to 84x84 (max of the last two of 4 frames)
+    import cv2
+
+    grey = env.unwrapped.ale.getScreenGrayscale()
+    assert np.abs(cv2.resize(grey, (84, 84), interpolation=cv2.INTER_AREA).astype(int) - nxt[-1]).mean() < 8
+    env.close()
+
+
+def test_rewards_clipped_for_training_and_unclipped_game_score_reported():
+    env = atari.make("ALE/Breakout-v5", {"repeat_action_probability": 0.0})
+    steps = _play(env, 1500)
+    rewards = np.array([r for _, r, *_ in steps])
+    assert set(np.unique(rewards)) <= {-1.0, 0.0, 1.0}
+    games = [info for *_, info in steps if "game_score" in info]
+    lives_lost = sum(1 for _, _, term, _, info in steps if term and "game_score" not in info)
+    assert lives_lost >= 1  # a lost life ends a training episode without ending the game
+    raw = atari.make("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, training=False)
+    unclipped = [r for _, r, *_ in _play(raw, 1500)]
+    assert max(unclipped) >= 1.0  # Breakout's bricks score 1, 4 or 7: not clipped here
+    assert all(g["game_score"] >= 0 and g["game_length"] > 0 for g in games)
+    env.close()
+    raw.close()
+
+
+def test_vector_env_reports_whole_games():
+    vec = VectorEnv("ALE/Breakout-v5", num_envs=2, seed=0, preset="atari")
+    obs = vec.reset()
+    assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+    rng = np.random.default_rng(0)
+    while len(vec.completed) < 1:
+        vec.step(rng.integers(0, 4, 2))
+    score, length = vec.completed[0]
+    assert score >= 0 and length > 50  # a whole game: 5 lives of random play
+    vec.close()

@@ -1,0 +1,67 @@
+"""The frame-sharing replay buffer returns exactly what a naive replay buffer returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlgen.runtime.framereplay import FrameReplayBuffer
+from rlgen.runtime.replay import ReplayBuffer
+
+
+def _episodes(steps: int, envs: int, stack: int, seed: int):
+    """Vector steps of envs whose observations are sliding stacks of random frames, with
+    episode ends (NEXT_STEP autoreset: the step after an end is a reset step)."""
+    rng = np.random.default_rng(seed)
+    new = lambda: rng.integers(0, 256, (6, 5), dtype=np.uint8)  # noqa: E731
+    stacks = [np.stack([new()] * stack) for _ in range(envs)]  # a reset pads with its first frame
+    for _ in range(steps):
+        obs = np.stack(stacks)
+        nxt, term, trunc = [], np.zeros(envs, bool), np.zeros(envs, bool)
+        for i in range(envs):
+            end = rng.random() < 0.08
+            term[i], trunc[i] = end and rng.random() < 0.5, end
+            s = np.concatenate([stacks[i][1:], new()[None]])
+            nxt.append(s)
+            stacks[i] = np.stack([new()] * stack) if end else s
+        yield (
+            obs,
+            rng.integers(0, 4, envs).astype(np.int32),
+            rng.random(envs).astype(np.float32),
+            np.stack(nxt),
+            term,
+            trunc | term,
+        )
+
+
+@pytest.mark.parametrize("stack", [4, 1])
+def test_frame_replay_equals_naive_replay(stack):
+    envs, cap = 3, 500
+    naive = ReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, obs_dtype=np.uint8)
+    shared = FrameReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, frame_capacity=10**5)
+    for step in _episodes(120, envs, stack, seed=1):
+        assert naive.record(*step) == shared.record(*step)
+    assert len(naive) == len(shared) == naive.inserted
+    a, b = naive.transitions(), shared.transitions()
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    index = np.random.default_rng(2).integers(0, len(naive), (7, 32))
+    for x, y in zip(naive._gather(index), shared._gather(index), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert b.obs.dtype == np.uint8
+    if stack == 4:
+        assert shared._written < 0.5 * len(shared) * 2 * stack  # each frame stored once, not 2 x stack times
+
+
+def test_frame_ring_drops_oldest_transitions_never_serves_overwritten_frames():
+    envs, cap = 2, 200
+    shared = FrameReplayBuffer(cap, (4, 6, 5), num_envs=envs, seed=0)
+    naive = ReplayBuffer(cap, (4, 6, 5), num_envs=envs, seed=0)
+    for step in _episodes(700, envs, 4, seed=3):
+        naive.record(*step)
+        shared.record(*step)
+    assert 0.8 * cap <= len(shared) <= cap
+    got, want = shared.transitions(), naive.transitions()
+    order = (naive.pos + np.arange(cap)) % cap
+    for x, y in zip(got, want, strict=True):
+        np.testing.assert_array_equal(x, y[order][-len(shared) :].astype(x.dtype))
