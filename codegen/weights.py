@@ -16,7 +16,9 @@ def network_size(ctx: Context, network: str, output_size: int) -> int | None:
         return None
     sizes = [math.prod(ctx.spaces.observation.shape), *net.hidden, output_size]
     norms = 2 * sum(sizes[:-1]) if net.layer_norm else 0  # a scale and a shift per normalised feature
-    return sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True)) + norms
+    size = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True)) + norms
+    env = ctx.spec.env
+    return size * ctx.spaces.rows if env.multi_agent and not env.share else size  # one network per agent
 
 
 #: Output-layer init gain of each head kind (Stable-Baselines3: 0.01 policy, 1.0 value and Q heads).
