@@ -118,3 +118,16 @@ def test_the_written_spec_builds_and_trains_under_single(tmp_path, algo):
 
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["env_steps"] for row in rows if "mean_return" in row][-1] == 2 * 25 * 8
+
+
+def test_init_never_imports_tensorflow(tmp_path):
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from rlgen.app.scaffold import InitRequest, init\n"
+        "init(InitRequest('a', 'simple_spread_v3', output=Path('a.rl.yaml')))\n"
+        "assert 'tensorflow' not in sys.modules\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "kind: mappo" in (tmp_path / "a.rl.yaml").read_text()  # --algo defaults to mappo here
