@@ -16,7 +16,7 @@ from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment
 from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
-from rlgen.codegen.weights import component_weights, network_heads
+from rlgen.codegen.weights import component_weights, network_heads, state_networks
 from rlgen.dsl.catalog import COMPONENT_REFS
 from rlgen.dsl.spec import resolved
 
@@ -144,7 +144,7 @@ def lower_components(
                 output_size=tuple(sizes) if len(net_heads) > 1 else sizes[0],
                 gain=tuple(gains) if len(net_heads) > 1 else gains[0],
                 seed=1 + sorted(spec.networks).index(n),
-                input="state" if n in state_readers(fdg, ctx) else None,
+                input="state" if n in state_networks(ctx) else None,
                 agents=agents,
             )
         )
@@ -185,15 +185,3 @@ def per_agent(ctx: Context) -> int | None:
 def gaussian(ctx: Context, component: str) -> bool:
     """Does this policy hold a ``log_std`` variable (a Gaussian over box actions)?"""
     return len(component_weights(ctx, component)) > 1
-
-
-def state_readers(fdg: FDG, ctx: Context) -> frozenset[str]:
-    """Networks of value components called on the global ``state`` (a centralised critic)."""
-    out = set()
-    for node in fdg.graph.nodes:
-        comp = ctx.spec.components.get(node.component)
-        if comp is None or comp.kind != "value" or not node.inputs:
-            continue
-        if fdg.graph.edge(node.inputs[0]).type == "state":
-            out.add(comp.get("network"))
-    return frozenset(out)
