@@ -1,4 +1,5 @@
-"""``rlgen init NAME --algo ppo|a2c|dqn|sac|td3 --env ENV_ID``: a commented starting spec for an env.
+"""``rlgen init NAME --algo ppo|a2c|dqn|sac|td3 --env ENV_ID``: a commented starting spec for an env
+(``--algo mappo|ippo`` for a PettingZoo env of many agents: :mod:`rlgen.app.scaffold_agents`).
 
 The env's spaces decide what the spec can say: a categorical policy for ``Discrete``
 actions, a Gaussian one for ``Box`` actions, DQN only for ``Discrete`` actions, SAC and
@@ -15,7 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ALGOS = ("ppo", "a2c", "dqn", "sac", "td3")
+from .scaffold_common import ScaffoldError  # noqa: F401 - raised here, caught by the CLI from here
+from .scaffold_common import flow as _flow
+
+ALGOS = ("ppo", "a2c", "dqn", "sac", "td3", "mappo", "ippo")  # the last two: PettingZoo envs only
 #: Algorithms for one kind of action space only.
 DISCRETE_ONLY, BOX_ONLY = ("dqn",), ("sac", "td3")
 
@@ -124,10 +128,6 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
 }  # fmt: skip
 
 
-class ScaffoldError(Exception):
-    """The spec cannot be written for this algorithm and env (the message says why and what to do)."""
-
-
 @dataclass(frozen=True)
 class EnvFacts:
     id: str
@@ -156,6 +156,13 @@ def env_facts(env_id: str) -> EnvFacts:
         env.close()
 
 
+def default_algo(env_id: str) -> str:
+    """``--algo`` when it is not given: MAPPO for a PettingZoo env, PPO otherwise."""
+    from .scaffold_agents import pettingzoo_ref
+
+    return "ppo" if pettingzoo_ref(env_id) is None else "mappo"
+
+
 def settings_for(algo: str, env_id: str) -> Settings:
     base = DEFAULTS[algo]
     tuned = ZOO.get((algo, env_id), {})
@@ -166,8 +173,13 @@ def render(name: str, algo: str, env_id: str) -> str:
     """The spec's text (not yet validated)."""
     from rlgen.codegen.render import environment
 
+    from .scaffold_agents import AGENT_ALGOS, pettingzoo_ref, render_agents
+
     if algo not in ALGOS:
         raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
+    ref = pettingzoo_ref(env_id)
+    if ref is not None or algo in AGENT_ALGOS:
+        return render_agents(name, algo, env_id, ref)
     facts = env_facts(env_id)
     if algo in DISCRETE_ONLY and not facts.discrete:
         raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo, a2c, sac or td3")
@@ -190,27 +202,11 @@ def render(name: str, algo: str, env_id: str) -> str:
     )
 
 
-def _flow(value: Any) -> str:
-    """A value as YAML flow text: numbers, strings quoted as JSON, mappings and lists inline."""
-    import json
-
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if isinstance(value, float):  # exact; YAML reads an exponent as a float only after a dot
-        mantissa, e, exponent = repr(value).partition("e")
-        return f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if e else mantissa
-    if isinstance(value, str):
-        return json.dumps(value)
-    return str(value)
-
-
 @dataclass(frozen=True)
 class InitRequest:
     name: str
     env: str
-    algo: str = "ppo"
+    algo: str | None = None  # default: default_algo(env)
     output: Path | None = None  # default NAME.rl.yaml
     force: bool = False
 
@@ -225,7 +221,7 @@ def init(request: InitRequest) -> Path:
     if out.exists() and not request.force:
         raise UsageError(f"{out} exists; choose another name or -o FILE, or --force")
     try:
-        text = render(request.name, request.algo, request.env)
+        text = render(request.name, request.algo or default_algo(request.env), request.env)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     result = validate_text(text, str(out))

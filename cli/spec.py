@@ -55,10 +55,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from rlgen.app.scaffold import InitRequest, init
+    from rlgen.app.scaffold import InitRequest, default_algo, init
 
-    out = init(InitRequest(args.name, args.env, args.algo, Path(args.output) if args.output else None, args.force))
-    print(f"wrote {out} ({args.algo} on {args.env}); it validates. Train it: rlgen run {out}")
+    algo = args.algo or default_algo(args.env)
+    out = init(InitRequest(args.name, args.env, algo, Path(args.output) if args.output else None, args.force))
+    print(f"wrote {out} ({algo} on {args.env}); it validates. Train it: rlgen run {out}")
     return EXIT_OK
 
 
@@ -95,11 +96,23 @@ def register(sub) -> None:  # noqa: ANN001 - argparse's sub-parsers
         "init",
         help="write a commented starting spec for an algorithm and env",
         description="Write NAME.rl.yaml: ALGO on ENV_ID with the RL Zoo's tuned settings where it has "
-        "them (Stable-Baselines3's defaults otherwise), shaped by the env's spaces; validated before it is written.",
+        "them (Stable-Baselines3's defaults otherwise), shaped by the env's spaces; validated before it is written. "
+        "MAPPO and IPPO take a PettingZoo env of many agents sharing their spaces, with the reference MAPPO's "
+        "settings (marlbenchmark/on-policy).",
     )
     p.add_argument("name", metavar="NAME", help="the spec's name (and file name)")
-    p.add_argument("--algo", choices=ALGOS, default="ppo", help="the algorithm (default ppo)")
-    p.add_argument("--env", required=True, metavar="ENV_ID", help="a gymnasium env id, e.g. CartPole-v1")
+    p.add_argument(
+        "--algo",
+        choices=ALGOS,
+        help="the algorithm (default ppo; mappo for a PettingZoo env, where only mappo and ippo go)",
+    )
+    p.add_argument(
+        "--env",
+        required=True,
+        metavar="ENV_ID",
+        help="a gymnasium env id, e.g. CartPole-v1; or a PettingZoo env: simple_spread_v3 "
+        "(mpe2.simple_spread_v3), a module such as mpe2.simple_spread_v3, or pkg.module:factory",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default NAME.rl.yaml)")
     p.add_argument("--force", action="store_true", help="overwrite FILE")
     p.set_defaults(func=cmd_init)

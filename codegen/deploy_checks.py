@@ -9,6 +9,7 @@ from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
+from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.findings import Finding, error, warning
 from rlgen.dsl.hosts import slots_of
 from rlgen.dsl.spec import Spec
@@ -51,6 +52,25 @@ def _check_normalize_across_env_cut(spec: Spec, flow: Dataflow) -> Iterator[Find
             f"`env.normalize` across the env cut counts what the envs return where it arrives, "
             f"but `{cut.name}` does not send {quote_list(missing)} back",
             f"receive every output of env.step: `receive: [{', '.join(outputs)}]`",
+        )
+
+
+def _per_agent_minibatch(spec: Spec, name: str, minibatch: int, learners: int) -> Iterator[Finding]:
+    """E603: with one network per agent each learner's share of the minibatch holds whole env
+    copies (a multiple of the agents; the spec's minibatch itself is checked by E426)."""
+    if not spec.env.multi_agent or spec.env.share:
+        return
+    spaces, _ = resolve_spaces(spec.env)  # read once per process: validate has read it already
+    agents = spaces.rows if spaces else 1
+    per = minibatch // learners
+    if agents > 1 and minibatch % agents == 0 and per % agents:
+        yield error(
+            "E603",
+            ("components", name, "minibatch"),
+            f"minibatch {minibatch} over {learners} learners gives each {per} rows, not a multiple of the "
+            f"{agents} agents: with one network per agent (`agents: {{share: false}}`) "
+            "a minibatch holds whole env copies",
+            f"use a multiple of {learners * agents}",
         )
 
 
@@ -130,6 +150,8 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
                 f"minibatch {comp.get('minibatch')} does not split evenly over {learners} learners",
                 f"use a multiple of {learners}",
             )
+        elif splits and learners > 1 and comp.get("minibatch") is not None:
+            yield from _per_agent_minibatch(spec, name, comp.get("minibatch"), learners)
     slots = slots_of(spec.deploy.hosts)
     for i, host in enumerate(spec.deploy.hosts):
         if host in spec.deploy.hosts[:i]:

@@ -47,6 +47,8 @@ class NetworkPlan:
     seed: int
     #: ``state`` where it reads the global state (a centralised critic) rather than ``obs``.
     input: str | None = field(default=None, metadata=OPTIONAL)
+    #: One network per agent (``env.agents: {share: false}``): an ensemble of this many members.
+    agents: int | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

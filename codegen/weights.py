@@ -40,9 +40,34 @@ def network_size(ctx: Context, network: str, output_size: int) -> int | None:
         return image_network_size(net, ctx.spaces.observation.shape, output_size)
     if net.kind != "mlp":
         return None
-    sizes = [math.prod(ctx.spaces.observation.shape), *net.hidden, output_size]
+    inputs = ctx.spaces.state if network in state_networks(ctx) else ctx.spaces.observation.shape
+    sizes = [math.prod(inputs), *net.hidden, output_size]
     norms = 2 * sum(sizes[:-1]) if net.layer_norm else 0  # a scale and a shift per normalised feature
-    return sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True)) + norms
+    size = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True)) + norms
+    env = ctx.spec.env
+    return size * ctx.spaces.rows if env.multi_agent and not env.share else size  # one network per agent
+
+
+def state_networks(ctx: Context) -> frozenset[str]:
+    """Networks of value components called on the env's global state (a centralised critic):
+    the state is the last output of ``env.reset()`` / ``env.step()``, or carried from one."""
+    if not ctx.spaces.state:
+        return frozenset()
+    calls = [lc.call for block in ctx.spec.loop.all_blocks() for lc in block.calls]
+    states = {
+        c.outputs[-1].text
+        for c in calls
+        if c.component == "env" and len(c.outputs) == {"reset": 2, "step": 5}.get(c.method)
+    }
+    states |= {dst for block in ctx.spec.loop.all_blocks() for dst, src in block.carry if src in states}
+    return frozenset(
+        ctx.spec.components[c.component].get("network")
+        for c in calls
+        if c.component in ctx.spec.components
+        and ctx.spec.components[c.component].kind == "value"
+        and c.args
+        and c.args[0].text in states
+    )
 
 
 #: Output-layer init gain of each head kind (Stable-Baselines3: 0.01 policy, 1.0 value and Q heads).

@@ -118,7 +118,7 @@ TF_ENVS = frozenset({"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1
 #: and the ``kwargs`` each honours. ``reward`` is rlgen's own (``mpe2`` or ``reference``, see
 #: ``rlgen.runtime.mpe.tf_spread``): it is not passed to the PettingZoo env when its spaces are read.
 TF_AGENT_ENVS: dict[str, tuple[str, ...]] = {
-    "mpe2.simple_spread_v3": ("N", "local_ratio", "max_cycles", "continuous_actions", "reward"),
+    "mpe2.simple_spread_v3": ("N", "local_ratio", "max_cycles", "continuous_actions", "reward", "physics"),
 }
 #: The ``kwargs`` of ours among those of :data:`TF_AGENT_ENVS`, and the values each takes.
-TF_AGENT_OWN_KWARGS: dict[str, tuple[str, ...]] = {"reward": ("mpe2", "reference")}
+TF_AGENT_OWN_KWARGS: dict[str, tuple[str, ...]] = {"reward": ("mpe2", "reference"), "physics": ("mpe2", "mpe")}

@@ -33,6 +33,39 @@ from .layers import (  # noqa: F401 - re-exported: generated code and tests impo
 )
 
 
+class EnsembleDense(tf.Module):
+    """``N`` independent :class:`Dense` layers stacked: ``w [N, in, out]``, ``b [N, out]``
+    (zeros). Applied to ``x [G, N, in]`` (``G`` groups of one row per member) with one einsum:
+    ``y[g, i] = x[g, i] @ w[i] + b[i]``."""
+
+    def __init__(self, weights: np.ndarray, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.w = tf.Variable(weights, name="w")
+        self.b = tf.Variable(tf.zeros([weights.shape[0], weights.shape[2]]), name="b")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.einsum("gni,nio->gno", x, self.w) + self.b
+
+
+class EnsembleLayerNorm(LayerNorm):
+    """``N`` independent :class:`LayerNorm` s stacked: ``gamma`` and ``beta`` are ``[N, size]``,
+    applied to ``x [G, N, size]`` (member ``i`` normalises ``x[:, i]`` with its own scale and shift)."""
+
+    def __init__(self, members: int, size: int, eps: float = 1e-5, name: str | None = None) -> None:
+        tf.Module.__init__(self, name=name)
+        self.eps = float(eps)
+        self.gamma = tf.Variable(tf.ones([members, size]), name="gamma")
+        self.beta = tf.Variable(tf.zeros([members, size]), name="beta")
+
+
+def agent_seed(seed: int, agent: int) -> tuple[int, int]:
+    """The seed of agent ``agent``'s network in an ensemble built with ``seed``: the NumPy
+    entropy ``(seed, agent)``. Agent 0's is ``seed``'s own stream (NumPy's seed sequence pads
+    entropy with zeros), so its weights are those of the one shared network; the others are
+    independent streams, distinct from every integer seed below ``2**32``."""
+    return (int(seed), int(agent))
+
+
 class MLP(tf.Module):
     """Multi-layer perceptron: ``[B, *input_shape] -> [B, output_size]``.
 
@@ -53,6 +86,15 @@ class MLP(tf.Module):
     hidden layer's activation, as the reference MAPPO's ``MLPBase`` with
     ``use_feature_normalization`` (marlbenchmark/on-policy); the dense layers' weights are
     the ones drawn without it. Without it the network has no normalisation variables.
+
+    ``agents=N``: one network per agent, as an ensemble of ``N`` members evaluated in one
+    batched call. Every layer's variables are stacked on a leading agent axis (weights
+    ``[N, in, out]``, biases and LayerNorm scales ``[N, out]``); the input's rows must be
+    a multiple of ``N`` in env-major order (row ``b*N + i`` is agent ``i`` of env copy
+    ``b``), are viewed as ``[R/N, N, in]`` and go through one einsum per layer, and the
+    outputs come back as ``[R, output_size]`` rows in the same order. Member ``i``'s
+    initial weights are exactly those of a single :class:`MLP` seeded with
+    ``agent_seed(seed, i)`` (member 0's are the shared network's with ``seed``).
     """
 
     def __init__(
@@ -63,9 +105,10 @@ class MLP(tf.Module):
         activation: str = "tanh",
         init: str = "orthogonal",
         output_gain: OutputGain = 1.0,
-        seed: int = 0,
+        seed: int | Sequence[int] = 0,
         name: str | None = None,
         layer_norm: bool = False,
+        agents: int | None = None,
     ) -> None:
         super().__init__(name=name)
         if activation not in ACTIVATIONS:
@@ -80,29 +123,34 @@ class MLP(tf.Module):
         self.head_slices = head_slices(self.head_sizes)
         self.output_size = sum(self.head_sizes)
         self._activation = ACTIVATIONS[activation]
-        rng = np.random.default_rng(seed)
-        make = INITIALIZERS[init]
-        hidden_gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        if agents is not None and (isinstance(agents, bool) or int(agents) < 1):
+            raise ValueError(f"agents must be a positive number of ensemble members, got {agents!r}")
+        self.agents = None if agents is None else int(agents)
         sizes = [self.input_size, *(int(h) for h in hidden)]
-        self.hidden = [
-            Dense(make(n_in, n_out, hidden_gain, rng), name=f"hidden_{i}")
-            for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
-        ]
-        blocks = [make(sizes[-1], n, gain, rng) for n, gain in heads]
-        self.head = Dense(np.concatenate(blocks, axis=1), name="head")
+        if self.agents is None:
+            drawn = _draw(sizes, heads, init, np.random.default_rng(seed))
+            dense: Callable[..., tf.Module] = Dense
+        else:  # one draw per member, as a single network with the member's seed, stacked
+            members = [_draw(sizes, heads, init, np.random.default_rng(agent_seed(seed, i))) for i in range(agents)]
+            drawn = [np.stack(layer) for layer in zip(*members, strict=True)]
+            dense = EnsembleDense
+        self.hidden = [dense(w, name=f"hidden_{i}") for i, w in enumerate(drawn[:-1])]
+        self.head = dense(drawn[-1], name="head")
         self.layer_norm = bool(layer_norm)
         if self.layer_norm:  # constants: the weights above are drawn as without them
-            self.input_norm = LayerNorm(self.input_size, name="input_norm")
-            self.norms = [LayerNorm(n, name=f"norm_{i}") for i, n in enumerate(sizes[1:])]
+            if self.agents is None:
+                self.input_norm = LayerNorm(self.input_size, name="input_norm")
+                self.norms = [LayerNorm(n, name=f"norm_{i}") for i, n in enumerate(sizes[1:])]
+            else:
+                self.input_norm = EnsembleLayerNorm(self.agents, self.input_size, name="input_norm")
+                self.norms = [EnsembleLayerNorm(self.agents, n, name=f"norm_{i}") for i, n in enumerate(sizes[1:])]
 
     @property
     def feature_size(self) -> int:
         """Width of :meth:`features`: the last hidden layer's (the input's without hidden layers)."""
-        return int(self.hidden[-1].w.shape[1]) if self.hidden else self.input_size
+        return int(self.hidden[-1].w.shape[-1]) if self.hidden else self.input_size
 
-    def features(self, x: tf.Tensor) -> tf.Tensor:
-        """The last hidden layer's activations ``[B, feature_size]``, which the head reads."""
-        h = tf.reshape(tf.cast(x, tf.float32), [-1, self.input_size])
+    def _torso(self, h: tf.Tensor) -> tf.Tensor:
         if self.layer_norm:
             h = self.input_norm(h)
             for layer, norm in zip(self.hidden, self.norms, strict=True):
@@ -112,8 +160,32 @@ class MLP(tf.Module):
             h = self._activation(layer(h))
         return h
 
+    def _members(self, x: tf.Tensor) -> tf.Tensor:
+        """The input as ``[B, input_size]`` rows, or for an ensemble ``[B/N, N, input_size]``."""
+        shape = [-1, self.input_size] if self.agents is None else [-1, self.agents, self.input_size]
+        return tf.reshape(tf.cast(x, tf.float32), shape)
+
+    def features(self, x: tf.Tensor) -> tf.Tensor:
+        """The last hidden layer's activations ``[B, feature_size]``, which the head reads."""
+        h = self._torso(self._members(x))
+        return h if self.agents is None else tf.reshape(h, [-1, self.feature_size])
+
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return self.head(self.features(x))
+        if self.agents is None:
+            return self.head(self.features(x))
+        return tf.reshape(self.head(self._torso(self._members(x))), [-1, self.output_size])
+
+
+def _draw(
+    sizes: Sequence[int], heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """One network's initial weights from ``rng``, in draw order: the hidden layers'
+    ``[in, out]`` matrices, then the heads' column blocks fused into one ``[in, outputs]``."""
+    make = INITIALIZERS[init]
+    hidden_gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+    out = [make(n_in, n_out, hidden_gain, rng) for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)]
+    out.append(np.concatenate([make(sizes[-1], n, gain, rng) for n, gain in heads], axis=1))
+    return out
 
 
 def mlp(
@@ -156,6 +228,7 @@ def build_network(
     output_gain: OutputGain = 1.0,
     seed: int = 0,
     name: str | None = None,
+    agents: int | None = None,
 ) -> tf.Module:
     """Build a network from its spec entry (``networks.<name>`` in the ``.rl.yaml``).
 
@@ -174,6 +247,10 @@ def build_network(
     size and no gain, so several heads for it raise ``ValueError`` (give each
     component its own network instead). One head written as a one-entry sequence is
     the same as a plain size.
+
+    ``agents=N`` builds one network per agent: an :class:`MLP` ensemble of ``N`` members
+    applied to env-major rows in one batched call (see :class:`MLP`). A custom factory
+    builds one network for all rows, so ``kind: custom`` with ``agents`` raises ``ValueError``.
     """
     kind = config.get("kind", "mlp")
     heads = output_heads(output_size, output_gain)
@@ -188,8 +265,14 @@ def build_network(
             seed=seed,
             name=name,
             layer_norm=bool(config.get("layer_norm", False)),
+            agents=agents,
         )
     if kind == "custom":
+        if agents is not None:
+            raise ValueError(
+                f"custom network {config.get('impl')!r} cannot be built once per agent (agents={agents}): "
+                "a factory builds one network for every row; use kind: mlp, or share it (`agents: {share: true}`)"
+            )
         if len(heads) > 1:
             raise ValueError(
                 f"custom network {config.get('impl')!r} cannot have several output heads "
@@ -204,5 +287,10 @@ def build_network(
             )
         return net
     if kind in ("cnn", "impala"):
+        if agents is not None:
+            raise ValueError(
+                f"a {kind} network cannot be built once per agent (agents={agents}): "
+                "image networks are shared; share it (`agents: {share: true}`)"
+            )
         return build_image_network(config, input_shape, output_size, output_gain, seed, name)
     raise ValueError(f"unknown network kind {kind!r}")

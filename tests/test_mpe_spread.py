@@ -218,3 +218,22 @@ def test_spaces_autoreset_and_episodes() -> None:
 
     assert np.isfinite(rollout(tf.constant(52)).numpy())
     assert len(rollout_env.drain_episodes()) == 2 * 8
+
+
+def test_the_original_mpe_physics_moves_by_the_new_velocity() -> None:
+    """physics="mpe" (the original MPE, kept by the reference MAPPO): v' = 0.75 v + 0.1 F, then
+    p' = p + 0.1 v'; mpe2's moves by the old velocity. Agent 0 pushes +x (mpe2's action 2: force
+    5), from rest at the origin, far from the others."""
+    moved = {}
+    for physics in ("mpe2", "mpe"):
+        env = TFSpread(1, physics=physics)
+        env.reset()
+        start = [[[0.0, 0.0], [0.5, 0.5], [-0.5, -0.5]]]
+        env.set_state(env.pack_state(start, np.zeros([1, 3, 2]), [[[0, 1], [1, 0], [-1, 0]]]))
+        env.step(tf.constant([2, 0, 0], tf.int32))
+        pos, vel, _ = (x.numpy() for x in env.unpack_state(env.get_state()))
+        moved[physics] = (pos[0, 0, 0], vel[0, 0, 0])
+    assert moved["mpe2"] == pytest.approx((0.0, 0.5))  # position from the old velocity (0)
+    assert moved["mpe"] == pytest.approx((0.05, 0.5))  # position from the new velocity (0.5)
+    with pytest.raises(ValueError, match="physics"):
+        TFSpread(1, physics="euler")

@@ -20,6 +20,8 @@ the learner sees a single-agent rollout of ``[T, B*N]`` rows. Beyond PPO:
   rates (``critic_lr``) and gradient clipping (``max_grad_norm`` each), as the reference;
   the value's loss is weighted by ``vf_coef``. A policy and a value sharing a network
   are trained as PPO's, by one optimizer on the summed loss (``critic_lr`` must be null).
+* ``agent_block=N``: minibatches of whole env copies, for networks with one member per
+  agent (see :class:`~rlgen.algorithms.ppo.learner.PPOLearner`).
 * ``time_limit: terminal`` treats truncation as termination (no bootstrap from the final
   observation), the reference's behaviour; ``bootstrap`` is PPO's.
 
@@ -37,7 +39,14 @@ import tensorflow as tf
 
 from rlgen.algorithms.mappo.config import METRICS, MAPPOConfig
 from rlgen.algorithms.ppo.config import STEP_METRICS
-from rlgen.algorithms.ppo.learner import GradientReducer, PPOLearner, _masked_mean, gae, vtrace
+from rlgen.algorithms.ppo.learner import (
+    GradientReducer,
+    PPOLearner,
+    _masked_mean,
+    check_agent_block,
+    gae,
+    vtrace,
+)
 from rlgen.runtime.buffers import Rollout, RolloutBuffer, StateRollout
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value
@@ -142,6 +151,7 @@ class MAPPOLearner(tf.Module):
         reduce_gradients: GradientReducer | None = None,
         name: str | None = "mappo",
         state_shape: Sequence[int] | None = None,
+        agent_block: int = 1,
     ) -> None:
         super().__init__(name=name)
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
@@ -151,6 +161,7 @@ class MAPPOLearner(tf.Module):
         if config.time_limit not in ("bootstrap", "terminal"):
             raise ValueError(f"time_limit must be bootstrap or terminal, got {config.time_limit!r}")
         self.policy, self.value, self.config = policy, value, config
+        self.agent_block = check_agent_block(agent_block, n, config.minibatch)
         self.obs_shape = tuple(int(d) for d in obs_shape)
         self.state_shape = None if state_shape is None else tuple(int(d) for d in state_shape)
         self.actor_params = list({id(v): v for v in policy.trainable_variables}.values())

@@ -16,6 +16,11 @@ permutations) and returns the metrics. Semantics follow Stable-Baselines3's PPO
   SB3), implemented with zero-weight padding so shapes stay static. When one
   minibatch holds the whole rollout (the RL Zoo's CartPole setting) every step uses
   the whole batch in order: a permutation would change nothing but rounding.
+* ``agent_block=N`` (networks with one member per agent, rows env-major): the
+  permutation moves blocks of ``N`` consecutive rows (one env copy's agents at one
+  step) and keeps each block whole and in order, so every minibatch holds whole
+  blocks that a per-agent ensemble can apply to. ``minibatch`` and ``T * B`` must be
+  multiples of ``N``. The default 1 shuffles rows, as PPO always did.
 * ``reduce_gradients`` (e.g. a Horovod allreduce for the multi-learner policy) is
   applied inside the graph to the list of gradients, before clipping.
 """
@@ -101,6 +106,21 @@ def vtrace(
     return vs, advantages
 
 
+def check_agent_block(agent_block: int, rows: int, minibatch: int | None) -> int:
+    """``agent_block`` as an int, after checking that the rollout's ``rows`` (``T * B``) and the
+    ``minibatch`` (None: the whole rollout) hold whole blocks."""
+    k = int(agent_block)
+    if k < 1:
+        raise ValueError(f"agent_block must be at least 1, got {agent_block}")
+    mb = rows if minibatch is None else min(int(minibatch), rows)
+    if rows % k or mb % k:
+        raise ValueError(
+            f"with one network per agent ({k} agents) the rollout's {rows} rows and the minibatch of {mb} rows "
+            f"must be multiples of {k}: a minibatch holds whole env copies"
+        )
+    return k
+
+
 def _masked_mean(x: tf.Tensor, w: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(w * x) / n
 
@@ -121,11 +141,13 @@ class PPOLearner(tf.Module):
         seed: int = 0,
         reduce_gradients: GradientReducer | None = None,
         name: str | None = "ppo",
+        agent_block: int = 1,
     ) -> None:
         super().__init__(name=name)
         self.policy, self.value, self.config = policy, value, config
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.agent_block = check_agent_block(agent_block, self.num_steps * self.num_envs, config.minibatch)
         unique = {id(v): v for v in (*policy.trainable_variables, *value.trainable_variables)}
         self.params = list(unique.values())
         self.optimizer = build_optimizer(config.optimizer, self.params)
@@ -241,11 +263,19 @@ class PPOLearner(tf.Module):
 
     def _minibatch_indices(self, n: int) -> tuple[tf.Tensor, tf.Tensor]:
         """``[epochs * M, minibatch]`` sample indices (one permutation per epoch,
-        zero-padded to whole minibatches) and the matching 0/1 padding weights."""
+        zero-padded to whole minibatches) and the matching 0/1 padding weights. With an
+        ``agent_block`` of ``k > 1`` the permutation is of the ``n / k`` blocks of ``k``
+        rows, each block's rows kept in order, and the padding is whole copies of block 0."""
         epochs, m, size = self.config.epochs, self.minibatches_per_epoch, self.minibatch
         pad = m * size - n
-        perm = tf.argsort(self.generator.uniform([epochs, n]), axis=1, stable=True)
-        perm = tf.concat([perm, tf.zeros([epochs, pad], tf.int32)], axis=1)
+        k = self.agent_block
+        if k == 1:
+            perm = tf.argsort(self.generator.uniform([epochs, n]), axis=1, stable=True)
+            perm = tf.concat([perm, tf.zeros([epochs, pad], tf.int32)], axis=1)
+        else:
+            blocks = tf.argsort(self.generator.uniform([epochs, n // k]), axis=1, stable=True)
+            perm = tf.reshape(blocks[:, :, None] * k + tf.range(k)[None, None, :], [epochs, n])
+            perm = tf.concat([perm, tf.tile(tf.range(k)[None, :], [epochs, pad // k])], axis=1)
         weight = tf.concat([tf.ones([epochs, n]), tf.zeros([epochs, pad])], axis=1)
         return tf.reshape(perm, [epochs * m, size]), tf.reshape(weight, [epochs * m, size])
 

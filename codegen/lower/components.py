@@ -16,7 +16,7 @@ from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment
 from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
-from rlgen.codegen.weights import component_weights, network_heads
+from rlgen.codegen.weights import component_weights, network_heads, state_networks
 from rlgen.dsl.catalog import COMPONENT_REFS
 from rlgen.dsl.spec import resolved
 
@@ -133,6 +133,7 @@ def lower_components(
         if net is not None and net not in nets:
             nets.append(net)
     plain_nets = resolved(spec)["networks"]
+    agents = per_agent(ctx)
     for n in sorted(nets):
         net_heads = network_heads(ctx, n)
         sizes, gains = [h[1] for h in net_heads], [h[2] for h in net_heads]
@@ -143,7 +144,8 @@ def lower_components(
                 output_size=tuple(sizes) if len(net_heads) > 1 else sizes[0],
                 gain=tuple(gains) if len(net_heads) > 1 else gains[0],
                 seed=1 + sorted(spec.networks).index(n),
-                input="state" if n in state_readers(fdg, ctx) else None,
+                input="state" if n in state_networks(ctx) else None,
+                agents=agents,
             )
         )
         if len(net_heads) > 1:  # a shared torso: each component reads its own head
@@ -157,6 +159,8 @@ def lower_components(
         comp = spec.components[name]
         network = comp.get("network") if comp.kind in ("policy", "value", "qvalue") else None
         options = LOWER[comp.kind](k, name)
+        if agents is not None and comp.kind in ALGORITHMS:  # minibatches of whole env copies
+            options = {**options, "agent_block": agents}
         components.append(
             ComponentPlan(
                 attr=name,
@@ -171,18 +175,13 @@ def lower_components(
     return tuple(components), tuple(networks)
 
 
+def per_agent(ctx: Context) -> int | None:
+    """The number of agents when each has its own network (``env.agents: {share: false}``),
+    else None: every network is then an ensemble with one member per agent."""
+    env = ctx.spec.env
+    return ctx.spaces.rows if env.multi_agent and not env.share else None
+
+
 def gaussian(ctx: Context, component: str) -> bool:
     """Does this policy hold a ``log_std`` variable (a Gaussian over box actions)?"""
     return len(component_weights(ctx, component)) > 1
-
-
-def state_readers(fdg: FDG, ctx: Context) -> frozenset[str]:
-    """Networks of value components called on the global ``state`` (a centralised critic)."""
-    out = set()
-    for node in fdg.graph.nodes:
-        comp = ctx.spec.components.get(node.component)
-        if comp is None or comp.kind != "value" or not node.inputs:
-            continue
-        if fdg.graph.edge(node.inputs[0]).type == "state":
-            out.add(comp.get("network"))
-    return frozenset(out)

@@ -26,12 +26,16 @@ def _env_calls(ctx: Context, method: str) -> Iterator:
 @check
 def multi_agent_env(ctx: Context) -> Iterator[Finding]:
     """A PettingZoo env stands alone: no gymnasium id, factory, wrappers, declared spaces or
-    normalisation beside it, and no evaluation episodes yet.
+    normalisation beside it, and no evaluation episodes yet; with one network per agent
+    (``agents: {share: false}``) the networks are MLPs, the learners take rollouts and their
+    minibatches hold whole env copies.
 
     ```yaml
     env: {pettingzoo: mpe2.simple_spread_v3, id: CartPole-v1}   # E423: one or the other
     env: {pettingzoo: mpe2.simple_spread_v3, backend: tensorflow,
           kwargs: {render_mode: human}}                       # E428: not a kwarg the in-graph env takes
+    env: {pettingzoo: mpe2.simple_spread_v3, agents: {share: false}}
+    networks: {pi: {kind: custom, impl: "nets:Torso"}}          # E426: not built once per agent
     ```
     """
     env = ctx.spec.env
@@ -61,12 +65,7 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
         )
     yield from _tf_agent_kwargs(env)
     if not env.share:
-        yield error(
-            "E426",
-            ("env", "agents", "share"),
-            "one network per agent (`share: false`) is not built yet: every agent shares one network",
-            "remove `agents: {share: false}`",
-        )
+        yield from _per_agent_networks(ctx)
     if ctx.spec.train.eval.every:
         yield error(
             "E425",
@@ -74,6 +73,44 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
             "evaluation episodes are not supported for multi-agent envs yet; the training episodes' returns are logged",
             "remove `train.eval`",
         )
+
+
+def _per_agent_networks(ctx: Context) -> Iterator[Finding]:
+    """E426: one network per agent (``agents: {share: false}``) is an MLP ensemble applied to
+    whole env copies: no custom networks, learners whose minibatches are drawn from a rollout
+    (whole copies moved together), and minibatches of whole copies (a multiple of the agents)."""
+    for name, net in ctx.spec.networks.items():
+        if net.kind == "custom" and ctx.spec.readers(name):
+            yield error(
+                "E426",
+                ("networks", name, "kind"),
+                f"network '{name}' is custom, and a custom network cannot be built once per agent "
+                "(`agents: {share: false}`): its factory builds one network for every row",
+                "use `kind: mlp`, or share the network between the agents (`agents: {share: true}`)",
+            )
+    rows = ctx.spaces.rows if ctx.spaces else None
+    for name, comp in ctx.spec.components.items():
+        algo = ALGORITHMS.get(comp.kind)
+        if algo is None:
+            continue
+        if algo.buffer != "rollout":
+            yield error(
+                "E426",
+                ("components", name, "kind"),
+                f"a {comp.kind} learner samples single rows, but one network per agent (`agents: {{share: false}}`) "
+                "is applied to whole env copies",
+                "use a rollout learner (ppo, a2c, ippo, mappo), or share the networks (`agents: {share: true}`)",
+            )
+        elif rows and algo.has_setting("minibatch") and comp.get("minibatch") is not None:
+            mb = comp.get("minibatch")
+            if isinstance(mb, int) and mb % rows:
+                yield error(
+                    "E426",
+                    ("components", name, "minibatch"),
+                    f"minibatch {mb} is not a multiple of the {rows} agents: with one network per agent "
+                    "(`agents: {share: false}`) a minibatch holds whole env copies (its rows count agents)",
+                    f"use a multiple of {rows}, e.g. {max(rows, mb - mb % rows)}",
+                )
 
 
 def _tf_agent_kwargs(env) -> Iterator[Finding]:

@@ -19,6 +19,8 @@ After ``mpe2.simple_spread`` and ``mpe2._mpe_utils.core`` (version 1.1.1), discr
   ``r_i = global + local_i - 1`` (its collision count includes the agent itself), and every
   agent receives ``sum_i r_i``.
 - truncation after ``max_cycles`` steps (25); never terminated.
+- ``physics="mpe"``: the original MPE's integration (velocity first, then the position from the
+  new velocity), which the reference MAPPO's env keeps; mpe2 (the default) moves by the old one.
 
 Folded layout (row ``b*N + i`` is agent ``i`` of env copy ``b``): ``obs [B*N, O]`` float32,
 ``reward [B*N]`` float32, ``terminated``/``truncated`` ``[B*N]`` bool (episode-level flags on
@@ -42,6 +44,9 @@ import tensorflow as tf
 from ..tfenvs.base import TFEnv
 
 REWARDS = ("mpe2", "reference")
+#: How a step integrates: mpe2's explicit Euler (position from the old velocity) or the original MPE's
+#: semi-implicit Euler (velocity first), which the reference MAPPO's env keeps.
+PHYSICS = ("mpe2", "mpe")
 
 
 class TFSpread(TFEnv):
@@ -67,6 +72,7 @@ class TFSpread(TFEnv):
         local_ratio: float = 0.5,
         max_cycles: int = 25,
         reward: str = "mpe2",
+        physics: str = "mpe2",
         seed: int = 0,
         dtype: tf.DType | str = tf.float64,
         episode_capacity: int | None = None,
@@ -79,6 +85,9 @@ class TFSpread(TFEnv):
             raise ValueError(f"local_ratio is a proportion in [0, 1], got {local_ratio}")
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+        if physics not in PHYSICS:
+            raise ValueError(f"physics must be one of {', '.join(PHYSICS)}, got {physics!r}")
+        self.physics = physics
         self.num_agents = int(N)
         self.num_landmarks = int(N)
         self.local_ratio = float(local_ratio)
@@ -156,8 +165,12 @@ class TFSpread(TFEnv):
         penetration = (tf.maximum(x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x)))) * k  # np.logaddexp(0, x) * k
         contact = self.contact_force * delta / dist[..., None] * penetration[..., None]
         force = force + tf.reduce_sum(tf.where(other[..., None], contact, tf.zeros_like(contact)), axis=2)
-        pos = pos + vel * self.dt
-        vel = vel * (1 - self.damping) + force * self.dt
+        if self.physics == "mpe2":  # mpe2 1.1.1: position from the old velocity, then the velocity
+            pos = pos + vel * self.dt
+            vel = vel * (1 - self.damping) + force * self.dt
+        else:  # the original MPE (and the reference MAPPO's copy): velocity first, position from it
+            vel = vel * (1 - self.damping) + force * self.dt
+            pos = pos + vel * self.dt
         new_state = self.pack_state(pos, vel, landmarks)
         return new_state, self._rewards(pos, landmarks), tf.zeros([self.num_envs], tf.bool)
 

@@ -28,7 +28,7 @@ Boundary (values in and out of this fragment):
         truncated bool[192]
     in  weights:
         pi float32[5993]
-        v float32[5733]
+        v float32[8109]
     out action:
         action int32[192]
     out buffer:

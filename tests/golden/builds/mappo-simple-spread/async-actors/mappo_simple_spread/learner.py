@@ -25,7 +25,7 @@ Boundary (values in and out of this fragment):
         states float32[25, 384, 54]
     out weights:
         pi float32[5993]
-        v float32[5733]
+        v float32[8109]
 """
 
 from __future__ import annotations

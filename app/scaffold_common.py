@@ -1,0 +1,28 @@
+"""What :mod:`rlgen.app.scaffold` and :mod:`rlgen.app.scaffold_agents` both use: the error
+``rlgen init`` reports and YAML flow text (one home, so neither module imports the other back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ScaffoldError(Exception):
+    """The spec cannot be written for this algorithm and env (the message says why and what to do)."""
+
+
+def flow(value: Any) -> str:
+    """A value as YAML flow text: numbers, strings quoted as JSON, mappings and lists inline."""
+    import json
+
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):  # exact; YAML reads an exponent as a float only after a dot
+        mantissa, e, exponent = repr(value).partition("e")
+        return f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if e else mantissa
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
