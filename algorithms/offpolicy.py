@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rlgen.runtime.convnets import has_convolutions
 from rlgen.runtime.optim import as_schedule
 from rlgen.runtime.replay import Transitions
 from rlgen.runtime.tfutil import flat_caller, to_tensor
@@ -60,6 +61,8 @@ class OffPolicyLearner(tf.Module):
     METRICS: tuple[str, ...] = ()
     #: the dtype replayed actions are fed in (DQN's are indices)
     ACTION_DTYPE = tf.float32
+    #: the dtype replayed observations are fed in (uint8 images stay uint8 up to the networks)
+    obs_dtype: tf.DType = tf.float32
 
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
@@ -68,14 +71,16 @@ class OffPolicyLearner(tf.Module):
         self._lr = as_schedule(config.lr)
         self._reduce = reduce_gradients
         self._step_values = step_values
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
+        jit = config.jit_compile
+        if jit is None:  # XLA unless gradients are reduced (no XLA kernels) or convolutions (slow XLA on CPU)
+            jit = reduce_gradients is None and not has_convolutions(self)
         obs, act = self.obs_shape, self.action_shape
         kb = [None, None]
         signature = [
-            tf.TensorSpec([*kb, *obs], tf.float32),
+            tf.TensorSpec([*kb, *obs], self.obs_dtype),
             tf.TensorSpec([*kb, *act], self.ACTION_DTYPE),
             tf.TensorSpec(kb, tf.float32),
-            tf.TensorSpec([*kb, *obs], tf.float32),
+            tf.TensorSpec([*kb, *obs], self.obs_dtype),
             tf.TensorSpec(kb, tf.float32),
             tf.TensorSpec([], tf.float32),
         ]
@@ -89,7 +94,7 @@ class OffPolicyLearner(tf.Module):
         ``[batch, ...]`` for one step) in one compiled call; ``progress`` in [0, 1] drives the
         learning-rate schedule. Returns ``METRICS`` over the K steps."""
         arrays = stack_transitions(batches, self.obs_shape, self.action_shape)
-        dtypes = (tf.float32, self.ACTION_DTYPE, tf.float32, tf.float32, tf.float32)
+        dtypes = (self.obs_dtype, self.ACTION_DTYPE, tf.float32, self.obs_dtype, tf.float32)
         (out,) = self._call(
             *(to_tensor(x, d) for x, d in zip(arrays, dtypes, strict=True)), tf.constant(progress, tf.float32)
         )

@@ -179,6 +179,13 @@ class ImpalaNet(_ImageNet):
         return act(x)
 
 
+def has_convolutions(module: tf.Module) -> bool:
+    """Does ``module`` hold an image network? Learners then compile their update without XLA
+    by default: XLA's CPU convolutions compiled a Nature-CNN PPO update in minutes and ran it
+    slower than TensorFlow's own kernels (oneDNN), which take seconds."""
+    return any(isinstance(m, _ImageNet) for m in (module, *module.submodules))
+
+
 def build_image_network(
     config: Mapping[str, Any],
     input_shape: Sequence[int],

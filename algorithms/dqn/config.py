@@ -19,7 +19,8 @@ class DQNConfig:
     """DQN hyper-parameters; each field's ``doc`` says what it means.
 
     ``jit_compile=None`` compiles the update with XLA unless a gradient reducer is
-    given (Horovod's ops have no XLA kernels); it is not a spec setting.
+    given (Horovod's ops have no XLA kernels) or the networks convolve (XLA's CPU
+    convolutions are slow to compile and to run); it is not a spec setting.
     """
 
     lr: Rate = setting(1.0e-4, "The learning rate: a number or a linear schedule.", RATE, (0.0023,))

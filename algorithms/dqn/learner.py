@@ -60,12 +60,14 @@ class DQNLearner(OffPolicyLearner):
         target: QNetwork | None = None,
         reduce_gradients: GradientReducer | None = None,
         name: str | None = "dqn",
+        obs_dtype: tf.DType | str = tf.float32,
     ) -> None:
         super().__init__(name=name)
         if not 0.0 < config.tau <= 1.0:
             raise ValueError(f"tau must be in (0, 1], got {config.tau}")
         self.q, self.config = q, config
         self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.obs_dtype = tf.as_dtype(obs_dtype)
         self.action_shape = tuple(int(d) for d in action_shape)
         if target is None:
             target = QNetwork(copy.deepcopy(q.network), q.num_actions, name="q_target")

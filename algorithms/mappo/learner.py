@@ -48,6 +48,7 @@ from rlgen.algorithms.ppo.learner import (
     vtrace,
 )
 from rlgen.runtime.buffers import Rollout, RolloutBuffer, StateRollout
+from rlgen.runtime.convnets import has_convolutions
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value
 from rlgen.runtime.tfutil import flat_caller, to_tensor
@@ -152,6 +153,7 @@ class MAPPOLearner(tf.Module):
         name: str | None = "mappo",
         state_shape: Sequence[int] | None = None,
         agent_block: int = 1,
+        obs_dtype: tf.DType | str = tf.float32,
     ) -> None:
         super().__init__(name=name)
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
@@ -163,6 +165,7 @@ class MAPPOLearner(tf.Module):
         self.policy, self.value, self.config = policy, value, config
         self.agent_block = check_agent_block(agent_block, n, config.minibatch)
         self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.obs_dtype = tf.as_dtype(obs_dtype)  # uint8 images: the networks scale them in the graph
         self.state_shape = None if state_shape is None else tuple(int(d) for d in state_shape)
         self.actor_params = list({id(v): v for v in policy.trainable_variables}.values())
         actor_ids = {id(v) for v in self.actor_params}
@@ -185,18 +188,20 @@ class MAPPOLearner(tf.Module):
         self._reduce = reduce_gradients
         self.minibatch = min(int(config.minibatch), n)
         self.minibatches_per_epoch = -(-n // self.minibatch)
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
+        jit = config.jit_compile
+        if jit is None:  # XLA unless gradients are reduced (no XLA kernels) or convolutions (slow XLA on CPU)
+            jit = reduce_gradients is None and not has_convolutions(self)
         t, b, obs = self.num_steps, self.num_envs, self.obs_shape
         act = policy.action_spec
         tb = tf.TensorSpec([t, b], tf.float32)
         has_state = self.state_shape is not None
         state = self.state_shape or ()
         signature = [
-            tf.TensorSpec([t, b, *obs], tf.float32),
+            tf.TensorSpec([t, b, *obs], self.obs_dtype),
             tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
             *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
             *([tf.TensorSpec([t, b, *state], tf.float32)] if has_state else []),  # states
-            tf.TensorSpec([b, *obs], tf.float32),
+            tf.TensorSpec([b, *obs], self.obs_dtype),
             *([tf.TensorSpec([b, *state], tf.float32)] if has_state else []),  # last_state
             tf.TensorSpec([], tf.float32),
         ]
@@ -233,7 +238,7 @@ class MAPPOLearner(tf.Module):
         if (data.obs.shape, np.shape(last_obs)) != want:
             raise ValueError(f"obs and last_obs shapes {data.obs.shape}, {np.shape(last_obs)}; expected {want}")
         args = [tf.constant(x) for x in data]
-        args.append(to_tensor(last_obs))
+        args.append(to_tensor(last_obs, self.obs_dtype))
         if last_state is not None:
             args.append(to_tensor(last_state))
         args.append(tf.constant(progress, tf.float32))

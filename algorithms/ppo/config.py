@@ -30,7 +30,8 @@ class PPOConfig:
     In the runtime ``minibatch`` is per learner (codegen divides the spec's, which is
     over all workers, by the learners).
     ``jit_compile=None`` compiles the update with XLA unless a gradient reducer is
-    given (Horovod's ops have no XLA kernels); it is not a spec setting.
+    given (Horovod's ops have no XLA kernels) or the networks convolve (XLA's CPU
+    convolutions are slow to compile and to run); it is not a spec setting.
     """
 
     lr: Rate = setting(

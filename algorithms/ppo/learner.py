@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from rlgen.algorithms.ppo.config import METRICS, STEP_METRICS, PPOConfig
 from rlgen.runtime.buffers import Rollout, RolloutBuffer
+from rlgen.runtime.convnets import has_convolutions
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value
 from rlgen.runtime.tfutil import flat_caller, to_tensor
@@ -142,11 +143,13 @@ class PPOLearner(tf.Module):
         reduce_gradients: GradientReducer | None = None,
         name: str | None = "ppo",
         agent_block: int = 1,
+        obs_dtype: tf.DType | str = tf.float32,
     ) -> None:
         super().__init__(name=name)
         self.policy, self.value, self.config = policy, value, config
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.obs_dtype = tf.as_dtype(obs_dtype)  # uint8 images: the networks scale them in the graph
         self.agent_block = check_agent_block(agent_block, self.num_steps * self.num_envs, config.minibatch)
         unique = {id(v): v for v in (*policy.trainable_variables, *value.trainable_variables)}
         self.params = list(unique.values())
@@ -157,15 +160,17 @@ class PPOLearner(tf.Module):
         n = self.num_steps * self.num_envs
         self.minibatch = min(int(config.minibatch), n)
         self.minibatches_per_epoch = -(-n // self.minibatch)
-        jit = config.jit_compile if config.jit_compile is not None else reduce_gradients is None
+        jit = config.jit_compile
+        if jit is None:  # XLA unless gradients are reduced (no XLA kernels) or convolutions (slow XLA on CPU)
+            jit = reduce_gradients is None and not has_convolutions(self)
         t, b, obs = self.num_steps, self.num_envs, self.obs_shape
         act = policy.action_spec
         tb = tf.TensorSpec([t, b], tf.float32)
         signature = [
-            tf.TensorSpec([t, b, *obs], tf.float32),
+            tf.TensorSpec([t, b, *obs], self.obs_dtype),
             tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
             *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
-            tf.TensorSpec([b, *obs], tf.float32),
+            tf.TensorSpec([b, *obs], self.obs_dtype),
             tf.TensorSpec([], tf.float32),
         ]
         self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
@@ -186,7 +191,7 @@ class PPOLearner(tf.Module):
         if (data.obs.shape, np.shape(last_obs)) != want:
             raise ValueError(f"obs and last_obs shapes {data.obs.shape}, {np.shape(last_obs)}; expected {want}")
         args = [tf.constant(x) for x in data]
-        args.append(to_tensor(last_obs))
+        args.append(to_tensor(last_obs, self.obs_dtype))
         args.append(tf.constant(progress, tf.float32))
         (out,) = self._call(*args)
         return dict(zip(METRICS, out.numpy().tolist(), strict=True))

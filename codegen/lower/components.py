@@ -20,6 +20,10 @@ from rlgen.codegen.weights import component_weights, network_heads, state_networ
 from rlgen.dsl.catalog import COMPONENT_REFS
 from rlgen.dsl.spec import resolved
 
+#: the learners whose compiled update takes observations in the env's dtype (``obs_dtype``);
+#: SAC's and TD3's critics concatenate observations with actions and take float32 only
+OBS_DTYPE_LEARNERS = frozenset({"ppo", "a2c", "mappo", "ippo", "dqn"})
+
 
 def action_plan(ctx: Context) -> ActionPlan:
     act = ctx.spaces.action
@@ -161,6 +165,8 @@ def lower_components(
         options = LOWER[comp.kind](k, name)
         if agents is not None and comp.kind in ALGORITHMS:  # minibatches of whole env copies
             options = {**options, "agent_block": agents}
+        if comp.kind in OBS_DTYPE_LEARNERS and ctx.spaces.observation.dtype != "float32":
+            options = {**options, "obs_dtype": ctx.spaces.observation.dtype}  # uint8 images reach the update
         components.append(
             ComponentPlan(
                 attr=name,

@@ -236,6 +236,7 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
     """The run's settings (keyword arguments of rlgen.runtime.session.RunConfig)."""
     spec, train = ctx.spec, ctx.spec.train
     per_iteration = steps_per_iteration(ctx)
+    obs_dtype = ctx.spaces.observation.dtype if ctx.spaces else "float32"
     return RunPlan(
         name=spec.name,
         total_steps=train.total_steps,
@@ -248,7 +249,10 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
             "max_episode_steps": spec.env.max_episode_steps,
             **({"backend": "tensorflow"} if spec.env.backend == "tensorflow" else {}),  # evaluated in the graph
             **({"wrappers": [w.as_data() for w in spec.env.wrappers]} if spec.env.wrappers else {}),
+            **({"preset": spec.env.preset} if spec.env.preset else {}),  # evaluated as whole, unclipped games
             "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],
+            # uint8 images: the exported policy takes them as they are (the networks scale them)
+            **({"obs_dtype": obs_dtype} if obs_dtype != "float32" else {}),
             **(
                 {"pettingzoo": spec.env.pettingzoo, "state": spec.env.state, "agents": ctx.spaces.rows}
                 if spec.env.multi_agent and ctx.spaces

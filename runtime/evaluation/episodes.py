@@ -106,7 +106,8 @@ class PolicyEvaluation:
             if hasattr(self.act, "get_concrete_function"):  # a tf.function or a restored one
                 from rlgen.runtime.tfutil import concrete_caller
 
-                spec = tf.TensorSpec([None, *obs.shape[1:]], tf.float32)
+                dtype = tf.uint8 if obs.dtype == np.uint8 else tf.float32  # images come as the env gives them
+                spec = tf.TensorSpec([None, *obs.shape[1:]], dtype)
                 self._concrete = concrete_caller(self.act.get_concrete_function(spec))
             else:  # any callable
                 self._concrete = lambda x: [self.act(x)]

@@ -296,7 +296,10 @@ def main(build: Callable[[], Any] | None = None) -> None:
         message = json.loads(line)
         try:
             if "build" in message or "template" in message:
-                restore, act, save = _policy_copy(message, build, config["env"].get("obs_shape", []))
+                env = config["env"]
+                restore, act, save = _policy_copy(
+                    message, build, env.get("obs_shape", []), env.get("obs_dtype", "float32")
+                )
                 evaluation = PolicyEvaluation(act, config["env"], config["episodes"], config["seed"])
                 evaluation.prepare()
             elif "evaluate" in message:
@@ -332,7 +335,7 @@ def _own_output(log: str | None) -> None:
 
 
 def _policy_copy(
-    message: dict[str, Any], build: Callable[[], Any] | None, obs_shape: list[int]
+    message: dict[str, Any], build: Callable[[], Any] | None, obs_shape: list[int], obs_dtype: str = "float32"
 ) -> tuple[Any, Callable[[Any], Any], Callable[[Path], None]]:
     """The process's copy of the policy: a checkpoint to restore snapshots through, the
     deterministic act function, and how to export it. Built here (forked: the act function is
@@ -344,7 +347,7 @@ def _policy_copy(
 
     if "build" in message:
         policy = build()
-        export = lambda target: export_policy(policy, obs_shape, target)  # noqa: E731
+        export = lambda target: export_policy(policy, obs_shape, target, obs_dtype)  # noqa: E731
         return tf.train.Checkpoint(policy=policy), act_function(policy), export
     loaded = tf.saved_model.load(message["template"])
     return tf.train.Checkpoint(policy=loaded.policy), loaded.act, lambda target: save(loaded, target)

@@ -96,6 +96,7 @@ class LearnerFragment(tf.Module):
             OBS_SHAPE,
             ACTION_SHAPE,
             name="learner",
+            obs_dtype="uint8",  # images stay uint8 up to the networks
         )
 
         self.behaviour_version = 0  # weights version the last experience received was acted with

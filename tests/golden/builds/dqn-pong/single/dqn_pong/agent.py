@@ -102,6 +102,7 @@ class AgentFragment(tf.Module):
             OBS_SHAPE,
             ACTION_SHAPE,
             name="learner",
+            obs_dtype="uint8",  # images stay uint8 up to the networks
         )
 
     def weights(self) -> list[tf.Variable]:

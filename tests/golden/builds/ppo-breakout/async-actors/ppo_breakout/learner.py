@@ -104,6 +104,7 @@ class LearnerFragment(tf.Module):
             obs_shape=OBS_SHAPE,
             seed=stream + 102,
             name="learner",
+            obs_dtype="uint8",  # images stay uint8 up to the networks
         )
 
         self.behaviour_version = 0  # weights version the last experience received was acted with

@@ -113,6 +113,7 @@ class LearnerFragment(tf.Module):
             obs_shape=OBS_SHAPE,
             seed=stream + 103,
             name="learner",
+            obs_dtype="uint8",  # images stay uint8 up to the networks
         )
 
     def weights(self) -> list[tf.Variable]:

@@ -114,6 +114,7 @@ class WorkerFragment(tf.Module):
             seed=stream + 103,
             reduce_gradients=comm.allreduce_gradients,  # multi-learner: allreduce at `gradients`
             name="learner",
+            obs_dtype="uint8",  # images stay uint8 up to the networks
         )
 
     def weights(self) -> list[tf.Variable]:

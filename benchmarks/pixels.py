@@ -1,0 +1,116 @@
+"""Pixels: PPO Breakout env steps/s under ``single`` and ``actors-learner`` side by side, and
+the memory of DQN's Atari replay (the RL Zoo's 100k transitions) in one run.
+
+Speed: ``rlgen run examples/ppo-breakout.rl.yaml`` with the example's (the Zoo's) settings,
+8 envs x 128 steps, 4 epochs of minibatch 256, for ``--iterations`` iterations under each
+policy; steps/s is env steps over the iterations after the first (which compiles), from the
+run's metrics.jsonl, with the time per part (update, env, inference, comm) of those iterations.
+Evaluation and checkpoints are off (``train.eval.every`` and ``train.checkpoint.every`` past
+the run).
+
+Memory: a fresh process (NumPy and the buffer only, no TensorFlow) fills a FrameReplayBuffer
+of 100k transitions (obs ``[4, 84, 84]`` uint8) from one env whose stacks roll one random
+84x84 frame per step, with an episode end every 1,000 steps, and prints its peak RSS from
+``resource.getrusage`` before and after, and the frames' bytes.
+
+    .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "ppo-breakout.rl.yaml"
+PARTS = ("time_update", "time_env", "time_inference", "time_comm")
+
+
+def speed(policy: str, workers: int, iterations: int, scratch: Path) -> dict:
+    run_dir = scratch / f"ppo-breakout-{policy}"
+    cmd = [sys.executable, "-m", "rlgen", "run", str(EXAMPLE), "--policy", policy, "--iterations", str(iterations)]
+    cmd += ["--workers", str(workers)] if policy != "single" else []
+    cmd += ["--set", "train.eval.every=100000000", "--set", "train.checkpoint.every=100000000"]
+    cmd += ["--run-dir", str(run_dir), "--quiet"]
+    start = time.perf_counter()
+    r = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    wall = time.perf_counter() - start
+    if r.returncode != 0:
+        raise SystemExit(f"{policy} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [x for x in rows if "env_steps" in x and "time" in x]
+    first, last = rows[0], rows[-1]
+    steps, seconds = last["env_steps"] - first["env_steps"], last["time"] - first["time"]
+    parts = {p: sum(x.get(p, 0.0) for x in rows[1:]) for p in PARTS}
+    return {"steps_per_s": steps / seconds, "steps": steps, "seconds": seconds, "wall": wall, **parts}
+
+
+MEMORY = r"""
+import resource, sys
+import numpy as np
+from rlgen.runtime.framereplay import FrameReplayBuffer
+n = int(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+buf = FrameReplayBuffer(n, (4, 84, 84), (), np.int32, num_envs=1, seed=0)
+rng = np.random.default_rng(0)
+obs = rng.integers(0, 256, (1, 4, 84, 84), dtype=np.uint8)
+for t in range(n):
+    if t % 1000 == 999:  # an episode ends: the next stack starts afresh
+        nxt = np.repeat(rng.integers(0, 256, (1, 1, 84, 84), dtype=np.uint8), 4, axis=1)
+    else:
+        nxt = np.concatenate([obs[:, 1:], rng.integers(0, 256, (1, 1, 84, 84), dtype=np.uint8)], axis=1)
+    buf.insert(obs, np.zeros(1, np.int32), np.zeros(1, np.float32), nxt, np.zeros(1, np.float32))
+    obs = nxt
+batch = buf.sample(32)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before, after, buf.frames.nbytes, buf.size, batch.obs.shape, batch.obs.dtype)
+"""
+
+
+def memory(transitions: int) -> dict:
+    r = subprocess.run([sys.executable, "-c", MEMORY, str(transitions)], capture_output=True, text=True, check=True)
+    before, after, frames, size, *_ = r.stdout.split()
+    return {"before_kb": int(before), "peak_kb": int(after), "frames_bytes": int(frames), "size": int(size)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--transitions", type=int, default=100_000)
+    args = ap.parse_args()
+    print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"PPO Breakout (ALE/Breakout-v5, atari preset; 8 envs x 128 steps, 4 epochs, minibatch 256), "
+        f"{args.iterations} iterations, steps/s over iterations 2..{args.iterations}:"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {
+            "single": speed("single", 1, args.iterations, Path(tmp)),
+            f"actors-learner x{args.workers}": speed("actors-learner", args.workers, args.iterations, Path(tmp)),
+        }
+    cols = ("steps/s", 8), ("steps", 6), ("s", 6), ("update s", 9), ("env s", 6), ("infer s", 8), ("comm s", 7)
+    print(f"  {'policy':<20} " + " ".join(f"{c:>{w}}" for c, w in cols))
+    for name, x in results.items():
+        print(
+            f"  {name:<20} {x['steps_per_s']:>8.1f} {x['steps']:>6} {x['seconds']:>6.1f} {x['time_update']:>9.1f} "
+            f"{x['time_env']:>6.1f} {x['time_inference']:>8.1f} {x['time_comm']:>7.1f}"
+        )
+    single, dist = results.values()
+    print(f"  ratio actors-learner / single: {dist['steps_per_s'] / single['steps_per_s']:.2f}")
+    m = memory(args.transitions)
+    print(
+        f"DQN Atari replay, FrameReplayBuffer of {m['size']:,} transitions of [4, 84, 84] uint8: "
+        f"frames {m['frames_bytes'] / 2**20:.0f} MiB; process peak RSS {m['peak_kb'] / 2**10:.0f} MiB "
+        f"({m['before_kb'] / 2**10:.0f} MiB before filling; NumPy only, no TensorFlow)"
+    )
+
+
+if __name__ == "__main__":
+    main()
