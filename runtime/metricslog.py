@@ -197,6 +197,15 @@ def named_metrics(metrics: Any, names: tuple[str, ...]) -> dict[str, float]:
     return {k: v for k, v in values.items() if k}
 
 
+def group_metrics(by_group: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, float]:
+    """Each agent group's learner metrics as one row's fields, ``<group>/<metric>`` (a group
+    whose learner did not run this iteration, ``None``, adds none)."""
+    out: dict[str, float] = {}
+    for group, metrics in by_group.items():
+        out.update({f"{group}/{k}": v for k, v in named_metrics(metrics, names).items()})
+    return out
+
+
 def finite(value: Any) -> Any:
     """JSON without NaN/Infinity (they become null)."""
     if isinstance(value, float) and not math.isfinite(value):
