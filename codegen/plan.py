@@ -197,7 +197,7 @@ class EnvPlan:
     state: str | None = field(default=None, metadata=OPTIONAL)
     agents: int | None = field(default=None, metadata=OPTIONAL)
     #: ``env.groups``: group name -> its agents, in the spec's order.
-    groups: dict[str, tuple[str, ...]] | None = field(default=None, metadata=OPTIONAL)
+    groups: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,15 @@ def _group_spaces(env: Any, members: list[str], ref: str) -> tuple[tuple[int, ..
     return tuple(int(d) for d in shape), n, start, obs_spaces[0], act_spaces[0]
 
 
+def _grouped(*per_group: list[np.ndarray]) -> Any:
+    """What reset/step return: one group's arrays as without groups (a lone obs, or a tuple);
+    several groups' group by group."""
+    if len(per_group[0]) == 1:
+        values = [v[0] for v in per_group]
+        return values[0] if len(values) == 1 else tuple(values)
+    return tuple(v[gi] for gi in range(len(per_group[0])) for v in per_group)
+
+
 class ParallelVectorEnv:
     """``num_envs`` copies of a PettingZoo ``ParallelEnv`` with ``N`` agents, stepped as
     ``num_rows = num_envs * N`` rows (see the module docstring).
@@ -128,6 +137,7 @@ class ParallelVectorEnv:
         self.episode_lengths: deque[int] = deque(maxlen=window)
         self.completed: list[tuple[float, int]] = []
         self.team_completed: list[tuple[float, int]] = []
+        self.group_completed: dict[str, list[float]] = {g: [] for g in self.groups}
         self.env_steps = 0
         self._seeded = False
 
@@ -201,17 +211,9 @@ class ParallelVectorEnv:
         per_env = values.reshape(self.num_envs, self.num_agents)
         return [per_env[:, lo:hi].reshape(-1) for lo, hi in zip(self._starts[:-1], self._starts[1:], strict=True)]
 
-    def _out(self, *per_group: list[np.ndarray]) -> Any:
-        """One group: its arrays as before (a lone obs, or a tuple); several: group by group."""
-        if len(self._sizes) == 1:
-            values = [v[0] for v in per_group]
-            return values[0] if len(values) == 1 else tuple(values)
-        return tuple(v[gi] for gi in range(len(self._sizes)) for v in per_group)
-
     def _new_obs(self) -> list[np.ndarray]:
         return [
-            np.zeros((self.num_envs * n, *shape), np.float32)
-            for n, shape in zip(self._sizes, self.obs_shapes, strict=True)
+            np.zeros((self.num_envs * n, *s), np.float32) for n, s in zip(self._sizes, self.obs_shapes, strict=True)
         ]
 
     def _env_state(self, env: Any) -> np.ndarray:
@@ -241,8 +243,8 @@ class ParallelVectorEnv:
         for o, active in zip(obs, self._split(self.active), strict=True):
             o[~active] = 0.0
         if self.state is None:
-            return self._out(obs)
-        return self._out(obs, self._states(obs, env_states))
+            return _grouped(obs)
+        return _grouped(obs, self._states(obs, env_states))
 
     def step(self, *action: np.ndarray) -> tuple[np.ndarray, ...]:
         """Step every copy with ``action`` ``[B*N]`` (ints in ``[0, action_n)``); returns
@@ -315,7 +317,7 @@ class ParallelVectorEnv:
         parts = [obs, self._split(reward), self._split(terminated), self._split(truncated)]
         if self.state is not None:
             parts.append(self._states(obs, env_states))
-        return self._out(*parts)
+        return _grouped(*parts)
 
     def _account(self, reward: np.ndarray, resetting: np.ndarray, ended: np.ndarray) -> None:
         self._ep_return += reward.reshape(self.num_envs, self.num_agents)
@@ -329,6 +331,8 @@ class ParallelVectorEnv:
             self.team_completed.append((team, length))
             self.episode_returns.append(mean)
             self.episode_lengths.append(length)
+            for g, lo, hi in zip(self.groups, self._starts[:-1], self._starts[1:], strict=True):
+                self.group_completed[g].append(float(self._ep_return[b, lo:hi].mean()))
         if ended.any():
             self._ep_return[ended] = 0.0
             self._ep_length[ended] = 0
@@ -341,6 +345,12 @@ class ParallelVectorEnv:
         """Episodes ``(mean over agents of each agent's return, length)`` completed since the
         previous call."""
         done, self.completed = self.completed, []
+        return done
+
+    def drain_group_returns(self) -> dict[str, list[float]]:
+        """Per group, the mean over its agents of each agent's return, for every episode
+        completed since the previous call."""
+        done, self.group_completed = self.group_completed, {g: [] for g in self.groups}
         return done
 
     def drain_team_episodes(self) -> list[tuple[float, int]]:

@@ -72,6 +72,10 @@ def test_groups_match_mpe2_simple_tag_stepped_directly() -> None:
             done[b] = not d.agents
     assert saw_reset
     assert env.env_steps == 2 * B * 5 + B
+    episodes, by_group = env.drain_episodes(), env.drain_group_returns()
+    assert len(episodes) == len(by_group["adversaries"]) == len(by_group["good"]) == 2 * B
+    for (mean, _), adv, good in zip(episodes, by_group["adversaries"], by_group["good"], strict=True):
+        assert mean == pytest.approx((3 * adv + good) / 4)  # the episode's mean over all 4 agents
 
 
 def test_one_group_returns_what_no_groups_do() -> None:
@@ -121,5 +125,7 @@ def _run(spec: Path, run_dir: Path, *args: object) -> list[dict]:
 def test_the_two_group_example_trains_under_single(tmp_path: Path) -> None:
     rows = [r for r in _run(_small_tag(tmp_path), tmp_path / "run") if "mean_return" in r]
     assert rows[-1]["env_steps"] == 3 * 25 * 4
-    for group in ("adversaries", "good"):  # each group's learner logs its own metrics
+    for group in ("adversaries", "good"):  # each group's learner logs its own metrics and returns
         assert all(math.isfinite(r[f"{group}/value_loss"]) for r in rows)
+        returns = [r[f"{group}/return"] for r in rows if f"{group}/return" in r]
+        assert returns and all(math.isfinite(x) for x in returns)

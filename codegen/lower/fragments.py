@@ -144,7 +144,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
             env.pettingzoo,
             env.state if env.multi_agent else None,
             ctx.spaces.rows if env.multi_agent else None,
-            {g: tuple(agents) for g, agents in env.groups} if env.groups else None,
+            {g: list(agents) for g, agents in env.groups} if env.groups else None,
         ),
         networks=networks,
         components=components,
