@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .scaffold_common import ScaffoldError, flow
+
 ALGOS = ("ppo", "a2c", "dqn", "sac", "td3", "mappo", "ippo")  # the last two: PettingZoo envs only
 #: Algorithms for one kind of action space only.
 DISCRETE_ONLY, BOX_ONLY = ("dqn",), ("sac", "td3")
@@ -125,10 +127,6 @@ ZOO: dict[tuple[str, str], dict[str, Any]] = {
 }  # fmt: skip
 
 
-class ScaffoldError(Exception):
-    """The spec cannot be written for this algorithm and env (the message says why and what to do)."""
-
-
 @dataclass(frozen=True)
 class EnvFacts:
     id: str
@@ -190,7 +188,7 @@ def render(name: str, algo: str, env_id: str) -> str:
         )
     s = settings_for(algo, env_id)
     jinja = environment()  # the templates' own (generated code's filters included)
-    jinja.filters["flow"] = _flow
+    jinja.filters["flow"] = flow
     per_iteration = s.steps * s.num_envs
     return jinja.get_template("init.rl.yaml.j2").render(
         name=name,
@@ -201,24 +199,6 @@ def render(name: str, algo: str, env_id: str) -> str:
         minibatch=min(s.minibatch, per_iteration),
         total_steps=-(-s.total_steps // per_iteration) * per_iteration,  # whole iterations, as SB3 runs
     )
-
-
-def _flow(value: Any) -> str:
-    """A value as YAML flow text: numbers, strings quoted as JSON, mappings and lists inline."""
-    import json
-
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):  # exact; YAML reads an exponent as a float only after a dot
-        mantissa, e, exponent = repr(value).partition("e")
-        return f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if e else mantissa
-    if isinstance(value, str):
-        return json.dumps(value)
-    return str(value)
 
 
 @dataclass(frozen=True)

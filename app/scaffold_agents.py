@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .scaffold import ScaffoldError
+from .scaffold_common import ScaffoldError, flow
 
 #: Algorithms for PettingZoo envs (and only for them).
 AGENT_ALGOS = ("mappo", "ippo")
@@ -111,8 +111,6 @@ def render_agents(name: str, algo: str, env: str, ref: str | None) -> str:
     """The spec's text for MAPPO or IPPO on a PettingZoo env (not yet validated)."""
     from rlgen.codegen.render import environment
 
-    from .scaffold import _flow
-
     if algo not in AGENT_ALGOS:
         raise ScaffoldError(f"'{env}' is a PettingZoo env (many agents); rlgen init writes --algo mappo or ippo for it")
     if ref is None:
@@ -123,7 +121,7 @@ def render_agents(name: str, algo: str, env: str, ref: str | None) -> str:
     s = REFERENCE.get(ref, OTHER)
     facts = agent_facts(ref, s.kwargs)
     jinja = environment()
-    jinja.filters["flow"] = _flow
+    jinja.filters["flow"] = flow
     per_iteration = s.steps * s.num_envs
     total = -(-s.total_steps // per_iteration) * per_iteration
     return jinja.get_template("init_agents.rl.yaml.j2").render(

@@ -94,6 +94,14 @@ class EnvSpec:
     pettingzoo: str | None = None
     state: str | None = None
     share: bool = True
+    #: Agent groups (``env.groups``), in the document's order: ``(name, agents)`` each. Empty:
+    #: one group of every agent (all agents in one batch, one value of each kind).
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def grouped(self) -> bool:
+        """Several agent groups: the loop takes one value of each kind per group."""
+        return len(self.groups) > 1
 
     @property
     def multi_agent(self) -> bool:
@@ -412,6 +420,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         pettingzoo=env_raw.get("pettingzoo"),
         state=env_raw.get("state"),
         share=bool(env_raw.get("agents", {}).get("share", True)),
+        groups=tuple((str(g), tuple(str(a) for a in agents)) for g, agents in env_raw.get("groups", {}).items()),
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
@@ -513,10 +522,12 @@ def resolved(spec: Spec) -> dict[str, Any]:
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share")
+    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share", "groups")
     env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
     if spec.env.multi_agent:  # written only where they apply, so single-agent builds keep their bytes
         env.update(pettingzoo=spec.env.pettingzoo, state=spec.env.state, agents={"share": spec.env.share})
+        if spec.env.groups:
+            env["groups"] = {g: list(agents) for g, agents in spec.env.groups}
     env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
     if spec.env.observation or spec.env.action:
         env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}

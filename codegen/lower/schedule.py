@@ -129,7 +129,23 @@ def lower_role(
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
         or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
         normalize=normalize,
+        group_metrics=_group_metrics(fdg, frags, known) if ctx.spaces.groups else None,
     )
+
+
+def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tuple[str, str], ...] | None:
+    """(group, metrics value) of every learner update the role runs, in loop order."""
+    graph = fdg.graph
+    out = []
+    for f in frags:
+        for n in f.nodes:
+            node = graph.node(n)
+            if node.method != "update":
+                continue
+            value = next((o for o in node.outputs if graph.edge(o).type == "metrics"), None)
+            if value is not None and value in known and graph.edge(value).group:
+                out.append((graph.edge(value).group, value))
+    return tuple(out) or None
 
 
 def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> BlockSchedule:
@@ -254,6 +270,7 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
                 if spec.env.multi_agent and ctx.spaces
                 else {}
             ),
+            **({"groups": {g: list(a) for g, a in spec.env.groups}} if spec.env.groups else {}),
         },
         stop_mean_return=train.stop.mean_return,
         window=train.stop.window,
