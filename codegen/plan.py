@@ -248,6 +248,10 @@ class FragmentPlan:
     normalize: NormalizePlan | None = field(default=None, metadata=OPTIONAL)
     #: The global state's shape per row, where the loop has a ``state`` value (multi-agent).
     state_shape: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
+    #: Where a compute fragment runs (``cpu``, ``gpu``, ``gpu:N``, ``auto``) and the side of
+    #: ``deploy.devices`` that says so; None where the spec names no devices (the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
+    device_side: str | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:
@@ -351,6 +355,9 @@ class RolePlan:
     uses_progress: bool = False
     uses_iteration: bool = False
     normalize: NormalizeRef | None = field(default=None, metadata=OPTIONAL)
+    #: What the role's ranks ask for at start (its compute fragment's device; ``cpu`` for a
+    #: role without one); None where the spec names no devices (every rank on the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
 
 
 # --- the run -----------------------------------------------------------------------
