@@ -70,3 +70,16 @@ def gpu_obstacles() -> list[str]:
 def nvidia_devices() -> list[str]:
     """The NVIDIA GPU device nodes (``/dev/nvidia0``, …) of this machine."""
     return sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+
+
+def gpu_models() -> list[str]:
+    """The NVIDIA GPUs' model names, from the driver's ``/proc`` files ([] without one): what
+    the XLA cache and the remembered speeds are keyed by besides the CPU."""
+    models = []
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "Model":
+                    models.append(value.strip())
+    return models
