@@ -127,3 +127,43 @@ def test_the_cli_takes_devices_and_never_imports_tensorflow() -> None:
         timeout=60,
     )
     assert bad.returncode == 1 and "E609" in bad.stdout + bad.stderr
+
+
+def _build(tmp_path, policy: str, devices) -> dict[str, str]:
+    from rlgen.codegen.build import formatted, render_build
+
+    result = validate_file(EXAMPLE, policy=policy, devices=devices)
+    assert result.ok, result.diagnostics
+    return formatted(render_build(result, EXAMPLE.name).files)
+
+
+@pytest.mark.parametrize(
+    ("policy", "placed"),
+    [
+        ("single", {"agent": ("gpu", "learner")}),
+        ("actors-learner", {"learner": ("gpu", "learner"), "actor": ("cpu", "actors")}),
+        ("central-inference", {"learner": ("gpu", "learner")}),
+        ("multi-learner", {"worker": ("gpu", "learner")}),
+    ],
+)
+def test_the_plan_module_graph_and_dry_run_say_where_each_fragment_runs(tmp_path, policy, placed, gpu_machine):
+    import json
+
+    files = _build(tmp_path, policy, {"learner": "gpu", "actors": "cpu"})
+    plan = json.loads(files["plan.json"])
+    got = {f["name"]: (f["device"], f["device_side"]) for f in plan["fragments"] if "device" in f}
+    assert got == placed  # host fragments name no device: they are always on the CPU
+    for frag, (device, _) in placed.items():
+        module = next(text for name, text in files.items() if name.endswith(f"/{frag}.py"))
+        assert f'DEVICE = "{device}"' in module
+        assert module.count("with tf.device(") == 1 and "self.placed_on = device_of(DEVICE)" in module
+    main = next(text for name, text in files.items() if name.endswith("/main.py"))
+    roles = {r["role"]: r["device"] for r in plan["roles"]}
+    assert f"DEVICES = {json.dumps(roles)}" in main and "devices=DEVICES" in main
+    assert ", on gpu)" in files["fdg.dot"]
+
+
+def test_a_build_without_devices_names_none(tmp_path):
+    files = _build(tmp_path, "actors-learner", None)
+    assert '"device"' not in files["plan.json"] and "DEVICE" not in "".join(files.values())
+    assert ", on " not in files["fdg.dot"]
