@@ -273,6 +273,10 @@ class FragmentPlan:
     state_shape: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
     #: Several agent groups (``env.groups``): each group's constants; ``batch`` then counts env copies.
     groups: tuple[GroupPlan, ...] | None = field(default=None, metadata=OPTIONAL)
+    #: Where a compute fragment runs (``cpu``, ``gpu``, ``gpu:N``, ``auto``) and the side of
+    #: ``deploy.devices`` that says so; None where the spec names no devices (the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
+    device_side: str | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:
@@ -378,6 +382,9 @@ class RolePlan:
     normalize: NormalizeRef | None = field(default=None, metadata=OPTIONAL)
     #: With several agent groups: each learner's (group, metrics value), logged as ``<group>/<metric>``.
     group_metrics: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
+    #: What the role's ranks ask for at start (its compute fragment's device; ``cpu`` for a
+    #: role without one); None where the spec names no devices (every rank on the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
 
 
 # --- the run -----------------------------------------------------------------------

@@ -250,12 +250,15 @@ class Partition:
 @dataclass(frozen=True)
 class Deploy:
     """Distribution policy, number of workers (ranks), hosts (``host:slots``), and how many
-    learner updates old the weights an actor acts with may be (``lag``; None: the policy's default)."""
+    learner updates old the weights an actor acts with may be (``lag``; None: the policy's default).
+    ``devices``: where compute fragments run (rlgen.dsl.devices): one value for every side, or
+    ``(side, value)`` pairs; None when the spec names none (every fragment on the CPU)."""
 
     policy: str = "single"
     workers: int = 1
     hosts: tuple[str, ...] = ()
     lag: int | None = None
+    devices: str | tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -442,7 +445,14 @@ def build_spec(data: dict[str, Any]) -> Spec:
         for name, raw in data.get("partitions", {}).items()
     }
     dep = data.get("deploy", {})
-    deploy = Deploy(dep.get("policy", "single"), dep.get("workers", 1), tuple(dep.get("hosts", [])), dep.get("lag"))
+    devices = dep.get("devices")
+    deploy = Deploy(
+        dep.get("policy", "single"),
+        dep.get("workers", 1),
+        tuple(dep.get("hosts", [])),
+        dep.get("lag"),
+        tuple(devices.items()) if isinstance(devices, dict) else devices,
+    )
     tr = data["train"]
     train = Train(
         total_steps=tr["total_steps"],
@@ -567,9 +577,16 @@ def _resolved(spec: Spec) -> dict[str, Any]:
         "components": components,
         "loop": loop,
         "partitions": partitions,
-        "deploy": _plain(spec.deploy),
+        "deploy": _deploy_dict(spec.deploy),
         "train": _train_dict(spec.train),
     }
+
+
+def _deploy_dict(deploy: Deploy) -> dict[str, Any]:
+    out = _plain(deploy)  # devices None: dropped, so specs without it resolve as before
+    if isinstance(deploy.devices, tuple):
+        out["devices"] = dict(deploy.devices)
+    return out
 
 
 def _train_dict(train: Train) -> dict[str, Any]:

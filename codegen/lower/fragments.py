@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.codegen.context import Context
+from rlgen.codegen.context import Context, fragment_device
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
 from rlgen.codegen.lower.boundary import Group, boundary
 from rlgen.codegen.lower.components import (
@@ -122,6 +122,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
     env = spec.env
     ahead = ahead_steps(fdg, ctx)
     bounds = boundary(fdg, frag, groups, ctx.policy.env_groups)
+    device, side = fragment_device(ctx, frag.role, frag.kind)
     return FragmentPlan(
         name=frag.name,
         class_name=class_name(frag.name),
@@ -160,6 +161,8 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         normalize=normalize_plan(fdg, ctx, frag, bounds),
         state_shape=tuple(ctx.spaces.state) if ctx.spaces.state else None,
         groups=_groups(fdg, ctx, frag) if ctx.spaces.groups and frag.kind != "env" else None,
+        device=device,
+        device_side=side,
     )
 
 

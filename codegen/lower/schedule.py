@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.codegen.context import Context
+from rlgen.codegen.context import Context, fragment_device
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
@@ -101,6 +101,8 @@ def lower_role(
         sync = fdg.cut == "gradients" and len(fdg.ranks) > 1
         normalize = NormalizeRef(holder.name, env_frag, sync, held.exchange, held.arrivals)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
+    placed = [fragment_device(ctx, role, f.kind)[0] for f in frags if f.kind == "compute"]
+    device = None if ctx.spec.deploy.devices is None else next(iter(placed), None) or "cpu"
     return RolePlan(
         role=role,
         ranks=tuple(r.rank for r in fdg.ranks if r.role == role),
@@ -128,6 +130,7 @@ def lower_role(
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
         or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
+        device=device,
         normalize=normalize,
         group_metrics=_group_metrics(fdg, frags, known) if ctx.spaces.groups else None,
     )
