@@ -41,6 +41,7 @@ def build_file(
     policy: str | None = None,
     workers: int | None = None,
     hosts: list[str] | None = None,
+    devices: str | dict[str, str] | None = None,
 ) -> tuple[Result, Build | None]:
     """Validate ``spec_path`` (with deploy overrides) and build it; ``Build`` is None if invalid.
 
@@ -48,7 +49,7 @@ def build_file(
     """
     from rlgen.codegen.build import build
 
-    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts)
+    result = validate_file(spec_path, policy=policy, workers=workers, hosts=hosts, devices=devices)
     if not result.ok:
         return result, None
     return result, build(result, out_dir)

@@ -49,3 +49,37 @@ def cpu() -> tuple[str, str]:
             elif key.strip() == "flags" and not flags:
                 flags = value.strip()
     return model, flags
+
+
+def gpu_obstacles() -> list[str]:
+    """Why this machine plainly cannot serve a GPU to TensorFlow ([] when nothing says so),
+    read without importing TensorFlow: the CPU-only distribution installed, no NVIDIA device
+    node, ``CUDA_VISIBLE_DEVICES`` hiding every GPU. ``rlgen validate`` warns with these; a
+    cluster's hosts may differ from the machine that validates."""
+    out = []
+    if version("tensorflow-cpu") and not version("tensorflow"):
+        out.append(f"the installed TensorFlow is the CPU-only build (tensorflow-cpu {version('tensorflow-cpu')})")
+    if not nvidia_devices():
+        out.append("this machine has no NVIDIA device (no /dev/nvidia0)")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and hidden.strip() in ("", "-1"):
+        out.append(f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU")
+    return out
+
+
+def nvidia_devices() -> list[str]:
+    """The NVIDIA GPU device nodes (``/dev/nvidia0``, …) of this machine."""
+    return sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+
+
+def gpu_models() -> list[str]:
+    """The NVIDIA GPUs' model names, from the driver's ``/proc`` files ([] without one): what
+    the XLA cache and the remembered speeds are keyed by besides the CPU."""
+    models = []
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "Model":
+                    models.append(value.strip())
+    return models

@@ -45,15 +45,16 @@ def graph(request: GraphRequest) -> bytes:
     from rlgen import __version__
     from rlgen.codegen import dot
     from rlgen.codegen.build import BuildError, fdg_of
+    from rlgen.codegen.context import fragment_devices
 
     result = validated(request.spec, request.deployment)
     named_policy(result, "graph")
     try:
-        fdg, _ = fdg_of(result)
+        fdg, ctx = fdg_of(result)
     except BuildError as exc:
         raise Failed(str(exc)) from None
     meta = {"version": __version__, "spec_file": Path(request.spec).name, "sha256": result.sha256}
-    data = dot.to_dot(fdg, meta).encode()
+    data = dot.to_dot(fdg, meta, fragment_devices(fdg, ctx)).encode()
     if request.format == "dot":
         return data
     image = dot.render_image(data.decode(), request.format)

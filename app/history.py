@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlgen.machine import cache_dir, cpu, local_cores, tensorflow_version, version
+from rlgen.machine import cache_dir, cpu, gpu_models, local_cores, tensorflow_version, version
 from rlgen.runtime.clock import CATEGORIES as PARTS  # the parts a run times; a single run keeps each one's time
 
 #: Measurements kept per policy and worker count (the median of them is used).
@@ -46,7 +46,7 @@ _UNTIMED_TRAIN = ("total_steps", "seed", "stop", "eval", "checkpoint", "log", "r
 def machine() -> dict[str, Any]:
     from rlgen import __version__
 
-    return {
+    out = {
         "hostname": socket.gethostname(),
         "cores": local_cores(),
         "cpu": cpu()[0],
@@ -54,6 +54,8 @@ def machine() -> dict[str, Any]:
         "tensorflow": tensorflow_version(),
         "horovod": version("horovod"),
     }
+    gpus = gpu_models()
+    return {**out, "gpu": gpus} if gpus else out  # CPU machines keep their keys
 
 
 def key_of(spec: dict[str, Any], hosts: Sequence[str]) -> str:
@@ -61,6 +63,9 @@ def key_of(spec: dict[str, Any], hosts: Sequence[str]) -> str:
     timed = {k: v for k, v in spec.items() if k not in ("name", "description", "deploy", "overrides")}
     timed["train"] = {k: v for k, v in (spec.get("train") or {}).items() if k not in _UNTIMED_TRAIN}
     doc = {"spec": timed, "hosts": sorted(hosts), "machine": machine()}
+    devices = (spec.get("deploy") or {}).get("devices")
+    if devices is not None:  # a speed is remembered with the placement it was measured under
+        doc["devices"] = devices
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 

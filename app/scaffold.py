@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .scaffold_common import ScaffoldError  # noqa: F401 - raised here, caught by the CLI from here
-from .scaffold_common import flow as _flow
+from .scaffold_common import ScaffoldError, flow
 
 ALGOS = ("ppo", "a2c", "dqn", "sac", "td3", "mappo", "ippo")  # the last two: PettingZoo envs only
 #: Algorithms for one kind of action space only.
@@ -189,7 +188,7 @@ def render(name: str, algo: str, env_id: str) -> str:
         )
     s = settings_for(algo, env_id)
     jinja = environment()  # the templates' own (generated code's filters included)
-    jinja.filters["flow"] = _flow
+    jinja.filters["flow"] = flow
     per_iteration = s.steps * s.num_envs
     return jinja.get_template("init.rl.yaml.j2").render(
         name=name,

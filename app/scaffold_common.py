@@ -1,8 +1,9 @@
-"""What :mod:`rlgen.app.scaffold` and :mod:`rlgen.app.scaffold_agents` both use: the error
-``rlgen init`` reports and YAML flow text (one home, so neither module imports the other back)."""
+"""What both spec writers share (:mod:`rlgen.app.scaffold` for one agent,
+:mod:`rlgen.app.scaffold_agents` for many): their error and how a value is written as YAML."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -12,8 +13,6 @@ class ScaffoldError(Exception):
 
 def flow(value: Any) -> str:
     """A value as YAML flow text: numbers, strings quoted as JSON, mappings and lists inline."""
-    import json
-
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):

@@ -20,11 +20,13 @@ class Deployment:
     workers: int | None = None
     hosts: tuple[str, ...] | None = None
     settings: tuple[Any, ...] = ()
+    devices: str | dict[str, str] | None = None  # --devices (rlgen.dsl.devices.parse_flag)
 
     def overrides(self) -> dict[str, Any]:
         """As keyword arguments of :func:`rlgen.api.validate_file`."""
         hosts = list(self.hosts) if self.hosts is not None else None
-        return {"policy": self.policy, "workers": self.workers, "hosts": hosts, "settings": self.settings}
+        out = {"policy": self.policy, "workers": self.workers, "hosts": hosts, "settings": self.settings}
+        return out if self.devices is None else {**out, "devices": self.devices}
 
     def with_settings(self, *more: Any) -> Deployment:
         return replace(self, settings=(*self.settings, *more))
@@ -41,11 +43,15 @@ class Deployment:
         out = [] if self.policy is None else ["--policy", self.policy]
         out += [] if self.workers is None else ["--workers", str(self.workers)]
         out += ["--hosts", ",".join(self.hosts)] if self.hosts else []
+        if self.devices is not None:
+            from rlgen.dsl.devices import flag_text
+
+            out += ["--devices", flag_text(self.devices)]
         return out + self.setting_argv()
 
     @property
     def given(self) -> bool:
-        return bool(self.policy or self.workers or self.hosts or self.settings)
+        return bool(self.policy or self.workers or self.hosts or self.settings or self.devices is not None)
 
 
 def validated(spec: str | Path, deployment: Deployment = Deployment()) -> Any:

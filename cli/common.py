@@ -126,6 +126,15 @@ def setting_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _devices(value: str) -> str | dict[str, str]:
+    from rlgen.dsl.devices import parse_flag
+
+    try:
+        return parse_flag(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def deploy_args(p: argparse.ArgumentParser) -> None:
     """``--policy``, ``--workers``, ``--hosts``/``--hostfile``, and :func:`setting_args`."""
     from rlgen.codegen.policies import AUTO, POLICIES
@@ -144,6 +153,13 @@ def deploy_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="hosts and slots from a file of 'HOST slots=N' lines (as horovodrun reads it)",
     )
+    g.add_argument(
+        "--devices",
+        type=_devices,
+        metavar="DEVICE|SIDE=DEVICE,...",
+        help="where compute fragments run: cpu, gpu, gpu:N or auto for every side, or by side, "
+        "e.g. learner=gpu,actors=cpu (docs/devices.md)",
+    )
     setting_args(p)
 
 
@@ -157,4 +173,5 @@ def deployment(args: argparse.Namespace) -> Deployment:
         getattr(args, "workers", None),
         tuple(hosts) if hosts is not None else None,
         settings_of(getattr(args, "seed", None), getattr(args, "set", None)),
+        getattr(args, "devices", None),
     )

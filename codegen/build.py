@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rlgen import __version__
 from rlgen.codegen import dot
-from rlgen.codegen.context import Context, CutError
+from rlgen.codegen.context import Context, CutError, fragment_devices
 from rlgen.codegen.graph import GraphError, build_graph
 from rlgen.codegen.ir import FDG, to_data, to_json
 from rlgen.codegen.lower import lower
@@ -80,7 +80,8 @@ def render_build(result: Result, spec_file: str) -> Build:
     # the --set/--seed a command gave are recorded with it (deploy overrides show in `deploy`)
     settings = {"overrides": list(result.settings)} if result.settings else {}
     files["spec.resolved.json"] = json.dumps({**spec.to_dict(), **settings}, indent=2) + "\n"
-    files["fdg.dot"] = dot.to_dot(fdg, to_data(meta))  # a picture: `rlgen graph --format svg` (or Graphviz's dot)
+    # a picture: `rlgen graph --format svg` (or Graphviz's dot)
+    files["fdg.dot"] = dot.to_dot(fdg, to_data(meta), fragment_devices(fdg, ctx))
     return Build(fdg, files)
 
 

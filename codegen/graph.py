@@ -7,11 +7,14 @@ with ``batch`` envs per env-stepping worker.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.ir import BlockInfo, Edge, Graph, Node, Tensor
-from rlgen.dsl.catalog import BUFFER_KINDS, COMPUTE_KINDS, EnvSpaces
+from rlgen.dsl.catalog import BUFFER_KINDS, COMPUTE_KINDS, EnvSpaces, GroupSpaces
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import json_path
+from rlgen.dsl.groups import assign_groups
 from rlgen.dsl.spec import Spec
 
 #: Fields of an on-policy rollout as the learner receives them (rlgen.runtime.buffers.Rollout);
@@ -38,15 +41,23 @@ def placement(spec: Spec, component: str) -> str:
 class _Shapes:
     """Tensors of each value type for one spec and batch."""
 
-    def __init__(self, spaces: EnvSpaces, batch: int) -> None:
-        self.obs = tuple(spaces.observation.shape)
-        self.obs_dtype = spaces.observation.dtype  # uint8 images stay uint8 up to the networks
+    def __init__(self, spaces: EnvSpaces, batch: int, group: GroupSpaces | None = None) -> None:
+        self.obs = tuple((group or spaces).observation.shape)
+        self.obs_dtype = (group or spaces).observation.dtype  # uint8 images stay uint8 up to the networks
         self.state = tuple(spaces.state or ())
-        act = spaces.action
+        act = (group or spaces).action
         self.discrete = act.kind == "discrete"
         self.act_shape = () if self.discrete else tuple(act.shape)
         self.act_dtype = "int32" if self.discrete else "float32"
         self.batch = batch
+        self.rows = group.rows if group else None  # a group's tensors: batch (env copies) x its rows
+
+    def _t(self, name: str, dtype: str, shape: tuple[int, ...], axis: int) -> Tensor:
+        if self.rows is None:
+            return Tensor(name, dtype, shape, axis)
+        full = list(shape)
+        full[axis] = self.batch * self.rows
+        return Tensor(name, dtype, tuple(full), axis, self.rows)
 
     def per_env(self, vtype: str) -> tuple[str, tuple[int, ...]]:
         return {
@@ -63,7 +74,7 @@ class _Shapes:
         if vtype == "metrics":
             return (Tensor(name, "float32", (metrics,)),)
         dtype, shape = self.per_env(vtype)
-        return (Tensor(name, dtype, (self.batch, *shape), 0),)
+        return (self._t(name, dtype, (self.batch, *shape), 0),)
 
     def rollout(self, length: int, state: bool = False) -> tuple[Tensor, ...]:
         special = {
@@ -74,7 +85,7 @@ class _Shapes:
         out = []
         for f in ROLLOUT_FIELDS + (("states",) if state else ()):
             dtype, shape = special.get(f, ("float32", ()))
-            out.append(Tensor(f, dtype, (length, self.batch, *shape), 1))
+            out.append(self._t(f, dtype, (length, self.batch, *shape), 1))
         return tuple(out)
 
     def staged(self, fields: tuple[tuple[str, str], ...], length: int) -> tuple[Tensor, ...]:
@@ -82,7 +93,7 @@ class _Shapes:
         out = []
         for fname, ftype in fields:
             dtype, shape = self.per_env(ftype)
-            out.append(Tensor(fname, dtype, (length, self.batch, *shape), 1))
+            out.append(self._t(fname, dtype, (length, self.batch, *shape), 1))
         return tuple(out)
 
     def sampled(self, fields: tuple[tuple[str, str], ...], size: int) -> tuple[Tensor, ...]:
@@ -106,6 +117,9 @@ def build_graph(spec: Spec, flow: Dataflow, spaces: EnvSpaces | None, batch: int
             "declare them under `env: spaces:` (e.g. {observation: {shape: [4]}, action: {n: 2}})"
         )
     shapes = _Shapes(spaces, (batch or spec.env.num_envs) * spaces.rows)
+    groups = assign_groups(spec, flow) if spaces.groups else None
+    if groups is not None:  # each group's values: env copies x its rows, its spaces
+        per_group = {g.name: _Shapes(spaces, batch or spec.env.num_envs, g) for g in spaces.groups}
     blocks = tuple(
         BlockInfo(b.name, b.repeat, b.every, b.after, json_path(b.path), b.carry, b.every_steps)
         for b in spec.loop.all_blocks()
@@ -133,8 +147,19 @@ def build_graph(spec: Spec, flow: Dataflow, spaces: EnvSpaces | None, batch: int
             )
         )
     carried = {src: dst for b in spec.loop.all_blocks() for dst, src in b.carry}
-    edges = [_value_edge(spec, flow, shapes, name, nodes, carried) for name in flow.values]
-    edges += [_buffer_edge(spec, flow, shapes, name, nodes, blocks) for name in _buffers(spec, nodes)]
+    if groups is None:
+        edges = [_value_edge(spec, flow, shapes, name, nodes, carried) for name in flow.values]
+        edges += [_buffer_edge(spec, flow, shapes, name, nodes, blocks) for name in _buffers(spec, nodes)]
+    else:
+        edges = []
+        for name in flow.values:
+            g = groups.values.get(name)
+            edge = _value_edge(spec, flow, per_group.get(g, shapes), name, nodes, carried)
+            edges.append(dataclasses.replace(edge, group=g))
+        for name in _buffers(spec, nodes):
+            g = groups.components.get(name)
+            edge = _buffer_edge(spec, flow, per_group.get(g, shapes), name, nodes, blocks)
+            edges.append(dataclasses.replace(edge, group=g))
     return Graph(spec.name, shapes.batch, blocks, tuple(nodes), tuple(edges))
 
 

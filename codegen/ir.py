@@ -12,7 +12,7 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Shape = tuple[int | None, ...]
@@ -27,13 +27,16 @@ class Tensor:
     dtype: str
     shape: Shape
     batch_axis: int | None = None
+    #: An agent group's rows per env copy (``env.groups``): the batch axis holds ``batch * rows``
+    #: rows, the fragment's batch counting env copies. None: the batch axis is the fragment's batch.
+    rows: int | None = field(default=None, metadata={"omit_none": True})
 
     def with_batch(self, batch: int) -> Tensor:
-        """The same tensor for a fragment that holds ``batch`` envs."""
+        """The same tensor for a fragment that holds ``batch`` envs (env copies for a group's)."""
         if self.batch_axis is None:
             return self
         shape = list(self.shape)
-        shape[self.batch_axis] = batch
+        shape[self.batch_axis] = batch * (self.rows or 1)
         return dataclasses.replace(self, shape=tuple(shape))
 
 
@@ -72,6 +75,8 @@ class Edge:
     consumers: tuple[str, ...]
     parts: tuple[Tensor, ...]
     carried_to: str | None = None
+    #: The agent group it belongs to (``env.groups``), if the env has several.
+    group: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

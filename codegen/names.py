@@ -38,14 +38,14 @@ TEMPLATE_NAMES = frozenset(
         "SquashedGaussianActor", "DeterministicActor", "GSDEActor", "GSDEPolicy", "RolloutBuffer", "GraphRolloutBuffer",
         "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed", "Normalizer",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
-        "ParallelVectorEnv", "AGENTS", "STATE_SHAPE",
+        "ParallelVectorEnv", "AGENTS", "STATE_SHAPE", "group_metrics",
         # functions, parameters and locals of the rank entry (main.py)
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
         "group", "acted", "arrived", "join_groups", "EnvGroups", "GROUPS",
         # parameters and locals of the fragment classes' methods
         "self", "seed", "stream", "parts", "versions", "version", "at_least", "t", "_", "rows",
         # builtins the templates call or annotate with
-        "super", "range", "tuple", "list", "int", "float", "str", "min", "len", "BaseException",
+        "super", "range", "tuple", "list", "dict", "int", "float", "str", "min", "len", "BaseException",
         # dunders read by generated code
         "__init__", "__doc__", "__name__",
     }
@@ -57,7 +57,7 @@ TEMPLATE_NAMES = frozenset(
 #: steps (``tf.Module``'s own included): a component or network named so would replace one.
 ATTRIBUTE_NAMES = frozenset(
     {"env", "weights", "carried", "drain_episodes", "iteration", "weights_version", "behaviour_version", "dropped"}
-    | {"normalizer"}
+    | {"normalizer", "drain_group_returns"}
     | {"name", "name_scope", "non_trainable_variables", "submodules", "trainable_variables", "variables"}
     | {"with_name_scope"}
 )
@@ -138,6 +138,17 @@ def _clash(name: str, what: str) -> str:
     return f"'{name}' is the name of {what} in rlgen's generated code"
 
 
+#: Module constants generated code writes once per agent group, suffixed ``_<GROUP>``.
+GROUP_CONSTANTS = ("BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC")
+
+
+def group_constants(spec: Spec) -> frozenset[str]:
+    """The per-group constants of a spec with several agent groups (``OBS_SHAPE_GOOD``, ...)."""
+    if not spec.env.grouped:
+        return frozenset()
+    return frozenset(f"{c}_{g.upper()}" for c in GROUP_CONSTANTS for g, _ in spec.env.groups)
+
+
 _HINT = "rename it (e.g. '{0}_'); docs/language.md lists the names generated code keeps for itself"
 
 
@@ -178,12 +189,13 @@ def check_names(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
                 what = "a variable (a buffer's contents are one where they cross a cut)"
                 yield error("E313", path, _clash(name, what), _HINT.format(name), key=True)
     parts = _parts(spec, flow)
+    constants = group_constants(spec)
     for block in spec.loop.all_blocks():
         for lc in block.calls:
             for out in lc.call.outputs:
                 if out.text in RESERVED_NAMES:
                     continue  # reported by the dataflow analysis (E311)
-                what = "a variable or module" if out.text in LOCAL_NAMES else parts.get(out.text)
+                what = "a variable or module" if out.text in LOCAL_NAMES | constants else parts.get(out.text)
                 if what:
                     yield error(
                         "E313",

@@ -49,6 +49,8 @@ class NetworkPlan:
     input: str | None = field(default=None, metadata=OPTIONAL)
     #: One network per agent (``env.agents: {share: false}``): an ensemble of this many members.
     agents: int | None = field(default=None, metadata=OPTIONAL)
+    #: The suffix of its agent group's constants (``_ADVERSARIES``), with several groups.
+    group: str | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class ComponentPlan:
     head: tuple[int, int] | int | None = None
     options: dict[str, Any] = field(default_factory=dict)
     seeded: bool = False  # it draws random numbers: it gets a seed from the replica's stream
+    #: With several agent groups: the suffix of its group's constants and its action dtype.
+    group: str | None = field(default=None, metadata=OPTIONAL)
+    action_dtype: str | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,20 @@ class ActionPlan:
 
 
 @dataclass(frozen=True)
+class GroupPlan:
+    """One agent group's constants in a compute fragment (``OBS_SHAPE_<GROUP>``, ...)."""
+
+    name: str
+    suffix: str
+    agents: tuple[str, ...]
+    batch: int  # rows: env copies x agents
+    obs_shape: tuple[int, ...]
+    action: ActionPlan
+    action_dtype: str
+    action_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class EnvPlan:
     id: str | None
     backend: str
@@ -179,6 +198,8 @@ class EnvPlan:
     pettingzoo: str | None = field(default=None, metadata=OPTIONAL)
     state: str | None = field(default=None, metadata=OPTIONAL)
     agents: int | None = field(default=None, metadata=OPTIONAL)
+    #: ``env.groups``: group name -> its agents, in the spec's order.
+    groups: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     preset: str | None = field(default=None, metadata=OPTIONAL)  # $.env.preset, if any
 
 
@@ -251,6 +272,12 @@ class FragmentPlan:
     normalize: NormalizePlan | None = field(default=None, metadata=OPTIONAL)
     #: The global state's shape per row, where the loop has a ``state`` value (multi-agent).
     state_shape: tuple[int, ...] | None = field(default=None, metadata=OPTIONAL)
+    #: Several agent groups (``env.groups``): each group's constants; ``batch`` then counts env copies.
+    groups: tuple[GroupPlan, ...] | None = field(default=None, metadata=OPTIONAL)
+    #: Where a compute fragment runs (``cpu``, ``gpu``, ``gpu:N``, ``auto``) and the side of
+    #: ``deploy.devices`` that says so; None where the spec names no devices (the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
+    device_side: str | None = field(default=None, metadata=OPTIONAL)
     #: The observations' element type where it is not float32 (``uint8`` images).
     obs_dtype: str | None = field(default=None, metadata=OPTIONAL)
 
@@ -356,6 +383,11 @@ class RolePlan:
     uses_progress: bool = False
     uses_iteration: bool = False
     normalize: NormalizeRef | None = field(default=None, metadata=OPTIONAL)
+    #: With several agent groups: each learner's (group, metrics value), logged as ``<group>/<metric>``.
+    group_metrics: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
+    #: What the role's ranks ask for at start (its compute fragment's device; ``cpu`` for a
+    #: role without one); None where the spec names no devices (every rank on the CPU).
+    device: str | None = field(default=None, metadata=OPTIONAL)
 
 
 # --- the run -----------------------------------------------------------------------

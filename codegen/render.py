@@ -105,6 +105,17 @@ def comment_lines(value: Any, indent: str = "", width: int = 100) -> str:
     return ("\n" + indent).join("# " + line for line in lines)
 
 
+def wrap_text(value: str, indent: str = "", width: int = 100) -> str:
+    """Docstring text at ``indent``, wrapped at ``width`` (continuations 4 deeper) when it is
+    longer; text that fits is left exactly as it is."""
+    import textwrap
+
+    if len(indent) + len(value) <= width:
+        return value
+    lines = textwrap.wrap(value, width - len(indent), break_on_hyphens=False, subsequent_indent="    ")
+    return ("\n" + indent).join(lines)
+
+
 def aslist(value: Any) -> Any:
     """A tuple as a list (how shapes and sizes are written in generated code); anything else as is."""
     return list(value) if isinstance(value, tuple) else value
@@ -127,7 +138,13 @@ def environment() -> jinja2.Environment:
     )
     env.globals["parts"] = {kind: algo.template for kind, algo in ALGORITHMS.items()}  # learner kind -> its part
     env.filters.update(
-        ident=ident, literal=literal, comment=comment, comment_lines=comment_lines, aslist=aslist, fields=fields
+        ident=ident,
+        literal=literal,
+        comment=comment,
+        comment_lines=comment_lines,
+        wrap_text=wrap_text,
+        aslist=aslist,
+        fields=fields,
     )
     return env
 

@@ -20,6 +20,31 @@ ENV_METHODS = {
     "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag state:state?"),
 }
 
+#: Outputs of one group's part of env.reset() / env.step(), without and with the state.
+RESET_OUTPUTS = (("obs:obs",), ("obs:obs", "state:state"))
+STEP_OUTPUTS = (
+    ("next_obs:obs", "reward:reward", "terminated:flag", "truncated:flag"),
+    ("next_obs:obs", "reward:reward", "terminated:flag", "truncated:flag", "next_state:state"),
+)
+
+
+def group_env_methods(groups: tuple[str, ...], state: bool) -> dict[str, Method]:
+    """``env.reset`` and ``env.step`` for several agent groups: one value of each kind per group,
+    group by group (see :mod:`rlgen.dsl.groups`)."""
+
+    def outs(per_group: tuple[str, ...]) -> str:
+        return " ".join(f"{p.split(':')[0]}_{g}:{p.split(':')[1]}" for g in groups for p in per_group)
+
+    return {
+        "reset": _m("reset", "", outs(RESET_OUTPUTS[state])),
+        "step": _m("step", " ".join(f"action_{g}:action" for g in groups), outs(STEP_OUTPUTS[state])),
+    }
+
+
+def group_outputs(method_name: str, state: bool) -> int:
+    return len((RESET_OUTPUTS if method_name == "reset" else STEP_OUTPUTS)[state])
+
+
 METHODS: dict[str, dict[str, Method]] = {
     "policy": {"act": _m("act", "obs:obs", "action:action logp:logp?")},
     "value": {"value": _m("value", "obs:obs|state", "value:value")},
@@ -78,6 +103,26 @@ class Space:
 
 
 @dataclass(frozen=True)
+class GroupSpaces:
+    """One agent group of a PettingZoo env (``env.groups``): its agents, folded into its own
+    batch (``len(agents)`` rows per env copy), and the spaces they share."""
+
+    name: str
+    agents: tuple[str, ...]
+    observation: Space
+    action: Space
+
+    @property
+    def rows(self) -> int:
+        return len(self.agents)
+
+    @property
+    def suffix(self) -> str:
+        """What the generated code appends to a group's constants (``OBS_SHAPE_ADVERSARIES``)."""
+        return "_" + self.name.upper()
+
+
+@dataclass(frozen=True)
 class EnvSpaces:
     observation: Space
     action: Space
@@ -86,11 +131,17 @@ class EnvSpaces:
     #: the shape of its global state, if the spec asks for one.
     agents: tuple[str, ...] = ()
     state: tuple[int, ...] | None = None
+    #: Several agent groups (``env.groups``), each its own batch and spaces; ``observation``
+    #: and ``action`` are then the first group's. Empty: every agent in one batch.
+    groups: tuple[GroupSpaces, ...] = ()
 
     @property
     def rows(self) -> int:
         """Rows of every per-agent value per env copy (1 for a single-agent env)."""
         return max(1, len(self.agents))
+
+    def group(self, name: str | None) -> GroupSpaces | None:
+        return next((g for g in self.groups if g.name == name), None)
 
 
 #: Spaces of environments rlgen knows without importing gymnasium (classic control + Box2D).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 
-from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES
+from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES, group_env_methods
 from rlgen.dsl.diagnostics import article, did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.methods import Method
@@ -58,6 +58,8 @@ def _resolve(spec: Spec, lc: LoopCall, flow: Dataflow) -> tuple[str, Method] | N
     call = lc.call
     if call.component == "env":
         kind, methods = "env", ENV_METHODS
+        if spec.env.grouped:  # one value of each kind per group
+            methods = group_env_methods(tuple(g for g, _ in spec.env.groups), bool(spec.env.state))
     elif call.component in spec.components:
         comp = spec.components[call.component]
         kind, methods = comp.kind, comp.methods
@@ -91,10 +93,30 @@ def _resolve(spec: Spec, lc: LoopCall, flow: Dataflow) -> tuple[str, Method] | N
     return kind, methods[call.method]
 
 
-def _check_arity(lc: LoopCall, method: Method, flow: Dataflow) -> bool:
+def _group_arity(spec: Spec) -> str | None:
+    """Why env calls take one value per group (E433), or None without groups."""
+    if not spec.env.grouped:
+        return None
+    names = ", ".join(g for g, _ in spec.env.groups)
+    state = " and the state" if spec.env.state else ""
+    return f"with {len(spec.env.groups)} agent groups ({names}) the env takes and returns each value{state} per group"
+
+
+def _check_arity(lc: LoopCall, method: Method, flow: Dataflow, groups: str | None = None) -> bool:
     call = lc.call
     sig = method.signature(call.component)
     ok = True
+    if groups is not None and (
+        len(call.args) != len(method.inputs) or (call.outputs and len(call.outputs) != len(method.outputs))
+    ):
+        n_in, n_out = len(call.args), len(call.outputs)
+        what = (
+            f"takes {len(method.inputs)} argument(s), got {n_in}"
+            if n_in != len(method.inputs)
+            else f"returns {len(method.outputs)} value(s), but {n_out} are named"
+        )
+        flow.findings.append(error("E433", lc.path, f"{call.target} {what}: {groups}", f"write {sig}", offset=0))
+        return False
     if not method.min_inputs <= len(call.args) <= len(method.inputs):
         flow.findings.append(
             error(
@@ -158,7 +180,7 @@ def analyze(spec: Spec) -> Dataflow:
                 continue
             kind, method = resolved
             flow.calls.append(CallInfo(block, lc, kind, method))
-            arity_ok = _check_arity(lc, method, flow)
+            arity_ok = _check_arity(lc, method, flow, _group_arity(spec) if kind == "env" else None)
             for i, arg in enumerate(lc.call.args):
                 ptype = method.inputs[i].type if i < len(method.inputs) else None
                 _use(spec, flow, lc, arg, ptype, visible, carried, produced_at, pos)

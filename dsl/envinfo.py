@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from rlgen.dsl import atari
-from rlgen.dsl.catalog import KNOWN_ENVS, TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS, EnvSpaces, Space
-from rlgen.dsl.diagnostics import did_you_mean
+from rlgen.dsl.catalog import KNOWN_ENVS, TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS, EnvSpaces, GroupSpaces, Space
+from rlgen.dsl.diagnostics import did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.spec import EnvSpec, SpaceDecl
 from rlgen.dsl.wrappers import problem, wrapper_class
@@ -167,9 +168,10 @@ def _space(data: dict) -> Space | None:
 
 
 def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
-    """A PettingZoo env's agents and spaces, read in a limited child process. All agents form
-    one group and must have equal spaces; every per-agent value gets ``len(agents)`` rows per
-    env copy."""
+    """A PettingZoo env's agents and spaces, read in a limited child process. Without
+    ``env.groups`` all agents form one group and must have equal spaces; every per-agent value
+    gets ``len(agents)`` rows per env copy. With groups, each group's agents must have equal spaces
+    and each group's values get its agents' rows."""
     from rlgen.dsl.agents import ProbeError, read_agent_spaces
 
     kwargs = dict(env.kwargs)
@@ -194,6 +196,8 @@ def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         ]
     if not got.agents:
         return None, [error("E421", ("env", "pettingzoo"), f"'{env.pettingzoo}' has no agents", "check `kwargs`")]
+    if env.groups:
+        return _grouped_spaces(env, got)
     obs, act = got.observations[0], got.actions[0]
     differ = [a for a, o, x in zip(got.agents, got.observations, got.actions, strict=True) if (o, x) != (obs, act)]
     if differ:
@@ -204,19 +208,13 @@ def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
                 f"agents {got.agents[0]} and {differ[0]} have different spaces ({obs}, {act} against "
                 f"{got.observations[got.agents.index(differ[0])]}, {got.actions[got.agents.index(differ[0])]}): "
                 "rlgen folds every agent into one batch, so they must match",
-                "use an env whose agents share their spaces (e.g. simple_spread_v3)",
+                "use an env whose agents share their spaces (e.g. simple_spread_v3), or give each kind of "
+                "agent its own group: `groups: {name: [agent, ...], ...}`",
             )
         ]
     o, a = _space(obs), _space(act)
     if o is None or o.kind != "box" or a is None or a.kind != "discrete":
-        return None, [
-            error(
-                "E421",
-                ("env", "pettingzoo"),
-                f"the agents' spaces ({obs}, {act}) are not supported for multi-agent envs",
-                "use Box observations and Discrete actions (for MPE: `kwargs: {continuous_actions: false}`)",
-            )
-        ]
+        return None, [_unsupported(obs, act)]
     if env.state == "concat":
         size = 1
         for d in o.shape:
@@ -226,3 +224,91 @@ def agent_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
         state = got.state
     limit = env.max_episode_steps or got.max_cycles
     return EnvSpaces(o, a, limit, agents=got.agents, state=state), []
+
+
+def _unsupported(obs: dict, act: dict, where: tuple = ("env", "pettingzoo")) -> Finding:
+    return error(
+        "E421",
+        where,
+        f"the agents' spaces ({obs}, {act}) are not supported for multi-agent envs",
+        "use Box observations and Discrete actions (for MPE: `kwargs: {continuous_actions: false}`)",
+    )
+
+
+def _grouped_spaces(env: EnvSpec, got) -> tuple[EnvSpaces | None, list[Finding]]:
+    """``env.groups``: every agent of the env in exactly one non-empty group, each group's agents
+    with equal spaces (E429-E432). Agents keep the groups' order (group by group)."""
+    findings: list[Finding] = []
+    seen: dict[str, str] = {}
+    index = {a: i for i, a in enumerate(got.agents)}
+    for name, agents in env.groups:
+        if not agents:
+            findings.append(
+                error(
+                    "E429",
+                    ("env", "groups", name),
+                    f"group '{name}' has no agents",
+                    f"list its agents (the env's are {quote_list(got.agents)}), or remove the group",
+                )
+            )
+        for i, agent in enumerate(agents):
+            if agent not in index:
+                findings.append(
+                    error(
+                        "E431",
+                        ("env", "groups", name, i),
+                        f"'{agent}' is not an agent of '{env.pettingzoo}'{did_you_mean(agent, got.agents)}",
+                        f"its agents are {quote_list(got.agents)}",
+                    )
+                )
+            elif agent in seen:
+                findings.append(
+                    error(
+                        "E430",
+                        ("env", "groups", name, i),
+                        f"agent '{agent}' is in two groups ('{seen[agent]}' and '{name}')",
+                        "put each agent in exactly one group",
+                    )
+                )
+            else:
+                seen[agent] = name
+    missing = [a for a in got.agents if a not in seen]
+    if missing and not findings:
+        findings.append(
+            error(
+                "E431",
+                ("env", "groups"),
+                f"agent(s) {quote_list(missing)} of '{env.pettingzoo}' are in no group: every agent acts in every step",
+                f"add them to a group (e.g. `{missing[0]}` to group '{env.groups[-1][0]}')",
+            )
+        )
+    if findings:
+        return None, findings
+    groups = []
+    for name, agents in env.groups:
+        obs, act = got.observations[index[agents[0]]], got.actions[index[agents[0]]]
+        for i, agent in enumerate(agents[1:], 1):
+            o2, a2 = got.observations[index[agent]], got.actions[index[agent]]
+            if (o2, a2) != (obs, act):
+                return None, [
+                    error(
+                        "E432",
+                        ("env", "groups", name, i),
+                        f"agents {agents[0]} and {agent} of group '{name}' have different spaces ({obs}, {act} "
+                        f"against {o2}, {a2}): a group is one batch, so its agents' spaces must match",
+                        f"move '{agent}' to a group of agents with its spaces",
+                    )
+                ]
+        o, a = _space(obs), _space(act)
+        if o is None or o.kind != "box" or a is None or a.kind != "discrete":
+            return None, [_unsupported(obs, act, ("env", "groups", name))]
+        groups.append(GroupSpaces(name, tuple(agents), o, a))
+    if env.state == "concat":
+        state: tuple[int, ...] | None = (sum(math.prod(g.observation.shape) * g.rows for g in groups),)
+    else:
+        state = got.state
+    limit = env.max_episode_steps or got.max_cycles
+    agents = tuple(a for g in groups for a in g.agents)
+    first = groups[0]
+    several = tuple(groups) if len(groups) > 1 else ()  # one group: one batch, as without `groups`
+    return EnvSpaces(first.observation, first.action, limit, agents=agents, state=state, groups=several), []

@@ -3,7 +3,8 @@
 Two kinds, applied to the loaded document before the schema sees it, so an override is
 checked exactly as the same value written in the file:
 
-* deploy settings: ``--policy``, ``--workers``, ``--hosts`` (``--hostfile``);
+* deploy settings: ``--policy``, ``--workers``, ``--hosts`` (``--hostfile``), ``--devices``
+  (written over the file's ``deploy.devices``, side by side: rlgen.dsl.devices.merge);
 * any value: ``--set PATH=VALUE`` (``components.learner.lr=3e-4``; list items by index,
   ``networks.pi.hidden.0=128``; VALUE is YAML under the file's own rules) and ``--seed N``
   (``--set train.seed=N``).
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlgen.dsl.devices import flag_text, merge
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.yamlload import YamlError, load_yaml
 
@@ -71,14 +73,19 @@ class Overrides:
     workers: int | None = None
     hosts: tuple[str, ...] | None = None
     settings: tuple[Setting, ...] = ()
+    devices: str | dict[str, str] | None = None  # rlgen.dsl.devices.parse_flag's
 
     def deploy(self) -> dict[str, Any]:
         """The deploy settings given (flag name → value)."""
-        return {k: getattr(self, k) for k in ("policy", "workers", "hosts") if getattr(self, k) is not None}
+        keys = ("policy", "workers", "hosts", "devices")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
     def record(self) -> list[str]:
         """The overrides as flags, in the order given (deploy first), for the build's record."""
-        deploy = [f"--{k} {','.join(v) if isinstance(v, tuple) else v}" for k, v in self.deploy().items()]
+        deploy = [
+            f"--{k} {','.join(v) if isinstance(v, tuple) else flag_text(v) if k == 'devices' else v}"
+            for k, v in self.deploy().items()
+        ]
         return deploy + [s.flag for s in self.settings]
 
 
@@ -114,6 +121,8 @@ def _deploy(dep: Any, overrides: Overrides, min_workers: Callable[[str], int] | 
         dep["workers"] = workers
     if overrides.hosts is not None:
         dep["hosts"] = list(overrides.hosts)
+    if overrides.devices is not None:
+        dep["devices"] = merge(dep.get("devices"), overrides.devices)
     return dep
 
 

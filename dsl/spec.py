@@ -96,6 +96,14 @@ class EnvSpec:
     share: bool = True
     #: A named wrapping of a gymnasium id (``atari``: the RL Zoo's Atari wrapper, rlgen.dsl.atari).
     preset: str | None = None
+    #: Agent groups (``env.groups``), in the document's order: ``(name, agents)`` each. Empty:
+    #: one group of every agent (all agents in one batch, one value of each kind).
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def grouped(self) -> bool:
+        """Several agent groups: the loop takes one value of each kind per group."""
+        return len(self.groups) > 1
 
     @property
     def multi_agent(self) -> bool:
@@ -269,12 +277,15 @@ class Partition:
 @dataclass(frozen=True)
 class Deploy:
     """Distribution policy, number of workers (ranks), hosts (``host:slots``), and how many
-    learner updates old the weights an actor acts with may be (``lag``; None: the policy's default)."""
+    learner updates old the weights an actor acts with may be (``lag``; None: the policy's default).
+    ``devices``: where compute fragments run (rlgen.dsl.devices): one value for every side, or
+    ``(side, value)`` pairs; None when the spec names none (every fragment on the CPU)."""
 
     policy: str = "single"
     workers: int = 1
     hosts: tuple[str, ...] = ()
     lag: int | None = None
+    devices: str | tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -440,6 +451,7 @@ def build_spec(data: dict[str, Any]) -> Spec:
         preset=env_raw.get("preset"),
         state=env_raw.get("state"),
         share=bool(env_raw.get("agents", {}).get("share", True)),
+        groups=tuple((str(g), tuple(str(a) for a in agents)) for g, agents in env_raw.get("groups", {}).items()),
     )
     networks = {}
     for name, raw in data.get("networks", {}).items():
@@ -461,7 +473,14 @@ def build_spec(data: dict[str, Any]) -> Spec:
         for name, raw in data.get("partitions", {}).items()
     }
     dep = data.get("deploy", {})
-    deploy = Deploy(dep.get("policy", "single"), dep.get("workers", 1), tuple(dep.get("hosts", [])), dep.get("lag"))
+    devices = dep.get("devices")
+    deploy = Deploy(
+        dep.get("policy", "single"),
+        dep.get("workers", 1),
+        tuple(dep.get("hosts", [])),
+        dep.get("lag"),
+        tuple(devices.items()) if isinstance(devices, dict) else devices,
+    )
     tr = data["train"]
     train = Train(
         total_steps=tr["total_steps"],
@@ -549,10 +568,12 @@ _NETWORK_KEYS = {
 
 
 def _resolved(spec: Spec) -> dict[str, Any]:
-    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share", "preset")
+    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share", "groups", "preset")
     env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
     if spec.env.multi_agent:  # written only where they apply, so single-agent builds keep their bytes
         env.update(pettingzoo=spec.env.pettingzoo, state=spec.env.state, agents={"share": spec.env.share})
+        if spec.env.groups:
+            env["groups"] = {g: list(agents) for g, agents in spec.env.groups}
     if spec.env.preset:  # written only where set, so other builds keep their bytes
         env["preset"] = spec.env.preset
     env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
@@ -594,9 +615,16 @@ def _resolved(spec: Spec) -> dict[str, Any]:
         "components": components,
         "loop": loop,
         "partitions": partitions,
-        "deploy": _plain(spec.deploy),
+        "deploy": _deploy_dict(spec.deploy),
         "train": _train_dict(spec.train),
     }
+
+
+def _deploy_dict(deploy: Deploy) -> dict[str, Any]:
+    out = _plain(deploy)  # devices None: dropped, so specs without it resolve as before
+    if isinstance(deploy.devices, tuple):
+        out["devices"] = dict(deploy.devices)
+    return out
 
 
 def _train_dict(train: Train) -> dict[str, Any]:

@@ -65,6 +65,7 @@ def validate_text(
     hosts: Iterable[str] | None = None,
     settings: Sequence[Setting] = (),
     min_workers: Callable[[str], int] | None = None,
+    devices: str | dict[str, str] | None = None,
 ) -> Result:
     """Validate a spec given as text, with the command line's overrides (rlgen.dsl.overrides);
     never raises for bad input."""
@@ -74,7 +75,7 @@ def validate_text(
     except YamlError as exc:
         result.diagnostics = exc.diagnostics
         return result
-    overrides = Overrides(policy, workers, tuple(hosts) if hosts is not None else None, tuple(settings))
+    overrides = Overrides(policy, workers, tuple(hosts) if hosts is not None else None, tuple(settings), devices)
     result.overrides = tuple(overrides.record())
     result.settings = tuple(s.flag for s in overrides.settings)
     return _validate_data(result, data, smap, tuple(extra_checks), overrides, min_workers)

@@ -54,6 +54,7 @@ class BuildInfo:
     ranks: tuple[dict, ...]
     run_root: str = "runs"
     hosts: tuple[str, ...] = ()
+    devices: dict[str, str] | None = None  # fragment -> device asked for (plan.json), None: all on the CPU
 
     @classmethod
     def read(cls, build_dir: Path) -> BuildInfo:
@@ -74,6 +75,9 @@ class BuildInfo:
             tuple(plan["ranks"]),
             spec.get("train", {}).get("run_dir", "runs"),
             tuple(spec.get("deploy", {}).get("hosts", ())),
+            {f["name"]: f.get("device") or "cpu" for f in plan["fragments"]}
+            if any(f.get("device") for f in plan["fragments"])
+            else None,
         )
 
 
@@ -87,9 +91,9 @@ def horovod_command(info: BuildInfo, cluster: Cluster, rank_args: list[str]) -> 
 def describe(info: BuildInfo, cmd: list[str] | None) -> str:
     lines = [f"policy {info.policy}, {info.workers} worker(s), build {info.build_dir}"]
     for r in info.ranks:
+        frags = r["fragments"] if info.devices is None else [f"{f} on {info.devices[f]}" for f in r["fragments"]]
         lines.append(
-            f"  rank {r['rank']} ({r.get('host', 'localhost')}): role {r['role']}, "
-            f"fragments {', '.join(r['fragments'])}"
+            f"  rank {r['rank']} ({r.get('host', 'localhost')}): role {r['role']}, fragments {', '.join(frags)}"
         )
     lines.append("command: " + (shlex.join(cmd) if cmd else f"(in this process) python -m {info.package}.main"))
     return "\n".join(lines)
@@ -176,7 +180,10 @@ def run_in_process(
             from rlgen.runtime.rank import run_rank
 
             # what the generated main() does, with the profile passed as a value
-            run_rank(main.RUN, main.ROLES, main.RUNNERS, rank_args, description=info.name, profile=profile)
+            devices = getattr(main, "DEVICES", None)
+            run_rank(
+                main.RUN, main.ROLES, main.RUNNERS, rank_args, description=info.name, profile=profile, devices=devices
+            )
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # the rank recorded it in ranks/0.error; report it in one line

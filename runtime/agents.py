@@ -19,7 +19,7 @@ next step until its copy's episode ends, its row is padding: observation zeros, 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,33 @@ def _space(env: Any, kind: str, agent: str) -> Any:
     return space(agent) if callable(space) else getattr(env, f"{kind}_spaces")[agent]
 
 
+def _group_spaces(env: Any, members: list[str], ref: str) -> tuple[tuple[int, ...], int, int, Any, Any]:
+    """One group's observation shape, action count and start, and its first agent's spaces:
+    every agent of the group with one Box observation shape and one ``Discrete`` action space."""
+    obs_spaces = [_space(env, "observation", a) for a in members]
+    act_spaces = [_space(env, "action", a) for a in members]
+    shape = getattr(obs_spaces[0], "shape", None)
+    if not shape or any(getattr(s, "shape", None) != shape for s in obs_spaces):
+        shapes = {a: getattr(s, "shape", type(s).__name__) for a, s in zip(members, obs_spaces, strict=True)}
+        raise ValueError(f"{ref!r}: every agent of a group needs a Box observation of one shape, got {shapes}")
+    if any(type(s).__name__ != "Discrete" for s in act_spaces):
+        kinds = sorted({type(s).__name__ for s in act_spaces})
+        raise ValueError(f"{ref!r}: only Discrete action spaces are supported for now, got {kinds}")
+    if len({(int(s.n), int(s.start)) for s in act_spaces}) != 1:
+        raise ValueError(f"{ref!r}: agents' Discrete action spaces differ: {[int(s.n) for s in act_spaces]}")
+    n, start = int(act_spaces[0].n), int(act_spaces[0].start)
+    return tuple(int(d) for d in shape), n, start, obs_spaces[0], act_spaces[0]
+
+
+def _grouped(*per_group: list[np.ndarray]) -> Any:
+    """What reset/step return: one group's arrays as without groups (a lone obs, or a tuple);
+    several groups' group by group."""
+    if len(per_group[0]) == 1:
+        values = [v[0] for v in per_group]
+        return values[0] if len(values) == 1 else tuple(values)
+    return tuple(v[gi] for gi in range(len(per_group[0])) for v in per_group)
+
+
 class ParallelVectorEnv:
     """``num_envs`` copies of a PettingZoo ``ParallelEnv`` with ``N`` agents, stepped as
     ``num_rows = num_envs * N`` rows (see the module docstring).
@@ -47,7 +74,13 @@ class ParallelVectorEnv:
     last. Copy ``i`` is seeded on its first reset with ``env_seed(seed, rank, i)``; later resets
     are unseeded (the env continues its own random stream), as in :class:`~.envs.VectorEnv`.
 
-    Every agent must have the same Box observation space and the same ``Discrete`` action space.
+    Every agent must have the same Box observation space and the same ``Discrete`` action space,
+    unless ``groups`` (``{name: [agent, ...]}``, every agent in one group) say otherwise: then
+    each group's agents share their spaces, each group is its own batch (rows ``b*Ng + i``, agent
+    ``i`` of the group in its listed order), :meth:`step` takes one action array per group, and
+    :meth:`reset` / :meth:`step` return each of their outputs per group, group by group
+    (``obs_a, state_a, obs_b, state_b``). One group returns what no groups do.
+
     Episode statistics: :meth:`drain_episodes` gives ``(mean over agents of the agent's return,
     length)`` per finished episode, :meth:`drain_team_episodes` ``(sum over agents, length)``;
     lengths and :attr:`env_steps` count joint env steps (one per copy and step, reset steps
@@ -63,6 +96,7 @@ class ParallelVectorEnv:
         kwargs: Mapping[str, Any] | None = None,
         state: str | None = None,
         window: int = 100,
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if state is not None and state not in STATE_MODES:
             raise ValueError(f"state must be one of {STATE_MODES} or None, got {state!r}")
@@ -70,14 +104,20 @@ class ParallelVectorEnv:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.num_envs, self.seed, self.rank, self.state = int(num_envs), int(seed), int(rank), state
         self.envs = [pettingzoo_env(ref, kwargs)]
-        self.agents: list[str] = list(self.envs[0].possible_agents)
+        possible = [str(a) for a in self.envs[0].possible_agents]
+        self.groups: dict[str, list[str]] = {str(g): list(a) for g, a in (groups or {"all": possible}).items()}
+        self.agents: list[str] = [a for members in self.groups.values() for a in members]  # group by group
         self.num_agents = len(self.agents)
+        self._check_groups(ref, possible)
         self._check_spaces(ref)
         self.envs += [pettingzoo_env(ref, kwargs) for _ in range(self.num_envs - 1)]
         self.num_rows = self.num_envs * self.num_agents
         self.state_shape: tuple[int, ...] | None = None
+        # concat: the agents' observations in possible_agents order, as columns of the group arrays
+        self._concat = [(list(self.groups).index(self._group_of[a]), self._slot[a]) for a in possible]
+        self._concat_in_order = len(self.groups) == 1 and self.agents == possible
         if state == "concat":
-            self.state_shape = (self.num_agents * int(np.prod(self.obs_shape)),)
+            self.state_shape = (sum(int(np.prod(self.obs_shapes[g])) for g, _ in self._concat),)
         elif state == "env":
             space = getattr(self.envs[0], "state_space", None)
             if space is None or not hasattr(self.envs[0], "state"):
@@ -85,7 +125,7 @@ class ParallelVectorEnv:
             self.state_shape = (int(np.prod(space.shape)),)
         B, N = self.num_envs, self.num_agents
         self._index = {agent: i for i, agent in enumerate(self.agents)}
-        self._zero_obs = np.zeros(self.obs_shape, np.float32)
+        self._zero_obs = [np.zeros(shape, np.float32) for shape in self.obs_shapes]
         self._alive = np.ones((B, N), bool)  # agents live in each copy's episode (take actions)
         self._full = np.ones(B, bool)  # every agent live: the fast path
         self._done = np.zeros(B, bool)  # episode ended by the last step: reset on the next
@@ -97,41 +137,45 @@ class ParallelVectorEnv:
         self.episode_lengths: deque[int] = deque(maxlen=window)
         self.completed: list[tuple[float, int]] = []
         self.team_completed: list[tuple[float, int]] = []
+        self.group_completed: dict[str, list[float]] = {g: [] for g in self.groups}
         self.env_steps = 0
         self._seeded = False
 
-    def _check_spaces(self, ref: str) -> None:
-        env = self.envs[0]
+    def _check_groups(self, ref: str, possible: list[str]) -> None:
         if not self.agents:
             raise ValueError(f"{ref!r} has no possible_agents")
-        obs_spaces = [_space(env, "observation", a) for a in self.agents]
-        act_spaces = [_space(env, "action", a) for a in self.agents]
-        self.observation_space, self.action_space = obs_spaces[0], act_spaces[0]
-        shape = getattr(obs_spaces[0], "shape", None)
-        if not shape or any(getattr(s, "shape", None) != shape for s in obs_spaces):
-            shapes = {a: getattr(s, "shape", type(s).__name__) for a, s in zip(self.agents, obs_spaces, strict=True)}
-            raise ValueError(f"{ref!r}: every agent needs a Box observation of one shape, got {shapes}")
-        if any(type(s).__name__ != "Discrete" for s in act_spaces):
-            kinds = sorted({type(s).__name__ for s in act_spaces})
-            raise ValueError(f"{ref!r}: only Discrete action spaces are supported for now, got {kinds}")
-        if len({(int(s.n), int(s.start)) for s in act_spaces}) != 1:
-            raise ValueError(f"{ref!r}: agents' Discrete action spaces differ: {[int(s.n) for s in act_spaces]}")
-        self.obs_shape: tuple[int, ...] = tuple(int(d) for d in shape)
-        self.action_n = int(act_spaces[0].n)
-        self._action_start = int(act_spaces[0].start)
+        if sorted(self.agents) != sorted(possible) or len(set(self.agents)) != len(self.agents):
+            raise ValueError(f"{ref!r}: groups {self.groups} must hold every agent of {possible} exactly once")
+        self._group_of = {a: g for g, members in self.groups.items() for a in members}
+        self._slot = {a: members.index(a) for members in self.groups.values() for a in members}
+        self._sizes = [len(members) for members in self.groups.values()]
+        self._starts = np.cumsum([0, *self._sizes]).tolist()  # each group's first column of the agents
+
+    def _check_spaces(self, ref: str) -> None:
+        spaces = [_group_spaces(self.envs[0], members, ref) for members in self.groups.values()]
+        self.obs_shapes: list[tuple[int, ...]] = [sp[0] for sp in spaces]
+        self.action_ns: list[int] = [sp[1] for sp in spaces]
+        self._action_starts: list[int] = [sp[2] for sp in spaces]
+        self.observation_space, self.action_space = spaces[0][3], spaces[0][4]
+        self.obs_shape: tuple[int, ...] = self.obs_shapes[0]  # the first group's (the only one's)
+        self.action_n = self.action_ns[0]
+        self._action_start = self._action_starts[0]
 
     # -- filling rows -------------------------------------------------------------------------
 
-    def _fill(self, b: int, obs: np.ndarray, obs_dict: Mapping[str, Any]) -> None:
-        lo = b * self.num_agents
-        if len(obs_dict) == self.num_agents:
-            try:
-                obs[lo : lo + self.num_agents] = [obs_dict[a] for a in self.agents]
-                return
-            except KeyError:
-                pass
-        zero = self._zero_obs
-        obs[lo : lo + self.num_agents] = [obs_dict.get(a, zero) for a in self.agents]
+    def _fill(self, b: int, obs: list[np.ndarray], obs_dict: Mapping[str, Any]) -> None:
+        full = len(obs_dict) == self.num_agents
+        for gi, members in enumerate(self.groups.values()):
+            n = self._sizes[gi]
+            lo = b * n
+            if full:
+                try:
+                    obs[gi][lo : lo + n] = [obs_dict[a] for a in members]
+                    continue
+                except KeyError:
+                    pass
+            zero = self._zero_obs[gi]
+            obs[gi][lo : lo + n] = [obs_dict.get(a, zero) for a in members]
 
     def _set_alive(
         self, b: int, env: Any, term: Mapping[str, Any] | None = None, trunc: Mapping[str, Any] | None = None
@@ -147,23 +191,41 @@ class ParallelVectorEnv:
             self._alive[b, [self._index[a] for a in live]] = True
             self._full[b] = False
 
-    def _states(self, obs: np.ndarray, env_states: np.ndarray | None) -> np.ndarray:
-        if self.state == "concat":
-            per_env = obs.reshape(self.num_envs, -1)
+    def _states(self, obs: list[np.ndarray], env_states: np.ndarray | None) -> list[np.ndarray]:
+        """The state of each copy, replicated on each of its rows of every group."""
+        B = self.num_envs
+        if self.state == "concat" and self._concat_in_order:
+            per_env = obs[0].reshape(B, -1)
+        elif self.state == "concat":
+            cols = [obs[gi].reshape(B, self._sizes[gi], -1)[:, slot] for gi, slot in self._concat]
+            per_env = np.concatenate(cols, axis=1)
         else:
             assert env_states is not None
             per_env = env_states
-        return np.repeat(per_env, self.num_agents, axis=0)
+        return [np.repeat(per_env, n, axis=0) for n in self._sizes]
+
+    def _split(self, values: np.ndarray) -> list[np.ndarray]:
+        """Rows ``b*N + j`` (agents group by group) as one array per group (rows ``b*Ng + i``)."""
+        if len(self._sizes) == 1:
+            return [values]
+        per_env = values.reshape(self.num_envs, self.num_agents)
+        return [per_env[:, lo:hi].reshape(-1) for lo, hi in zip(self._starts[:-1], self._starts[1:], strict=True)]
+
+    def _new_obs(self) -> list[np.ndarray]:
+        return [
+            np.zeros((self.num_envs * n, *s), np.float32) for n, s in zip(self._sizes, self.obs_shapes, strict=True)
+        ]
 
     def _env_state(self, env: Any) -> np.ndarray:
         return np.asarray(env.state(), np.float32).reshape(-1)
 
     # -- API ----------------------------------------------------------------------------------
 
-    def reset(self) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    def reset(self) -> Any:
         """Start new episodes in every copy (the first call seeds them); returns ``obs``
-        ``[B*N, *obs_shape]``, or ``(obs, state)`` when ``state`` is set."""
-        obs = np.zeros((self.num_rows, *self.obs_shape), np.float32)
+        ``[B*N, *obs_shape]``, or ``(obs, state)`` when ``state`` is set. With several groups:
+        each group's ``obs`` (``[B*Ng, *its obs_shape]``) and ``state``, group by group."""
+        obs = self._new_obs()
         env_states = np.zeros((self.num_envs, *self.state_shape), np.float32) if self.state == "env" else None
         for b, env in enumerate(self.envs):
             seed = env_seed(self.seed, self.rank, b) if not self._seeded else None
@@ -178,21 +240,29 @@ class ParallelVectorEnv:
         self._done[:] = False
         self.valid = np.ones(self.num_rows, bool)
         self.active = self._alive.reshape(-1).copy()
-        obs[~self.active] = 0.0
+        for o, active in zip(obs, self._split(self.active), strict=True):
+            o[~active] = 0.0
         if self.state is None:
-            return obs
-        return obs, self._states(obs, env_states)
+            return _grouped(obs)
+        return _grouped(obs, self._states(obs, env_states))
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
+    def step(self, *action: np.ndarray) -> tuple[np.ndarray, ...]:
         """Step every copy with ``action`` ``[B*N]`` (ints in ``[0, action_n)``); returns
         ``next_obs, reward (float32), terminated, truncated`` (``[B*N]`` each), plus ``next_state``
-        last when ``state`` is set. See the module docstring for reset steps and departed agents."""
+        last when ``state`` is set. With several groups: one action per group, and those
+        outputs per group, group by group. See the module docstring for reset steps and departed
+        agents."""
         B, N, agents = self.num_envs, self.num_agents, self.agents
-        action = np.asarray(action).reshape(self.num_rows)
-        if action.min() < 0 or action.max() >= self.action_n:  # (envs need not check them: see mpe.reference)
-            raise ValueError(f"actions must lie in [0, {self.action_n}), got {action.min()}..{action.max()}")
-        actions = (action.astype(np.int64) + self._action_start).tolist()
-        obs = np.zeros((self.num_rows, *self.obs_shape), np.float32)
+        if len(action) != len(self._sizes):
+            raise ValueError(f"step takes one action array per group ({len(self._sizes)}), got {len(action)}")
+        columns = []
+        for a, n, size, start in zip(action, self.action_ns, self._sizes, self._action_starts, strict=True):
+            a = np.asarray(a).reshape(B * size)
+            if a.min() < 0 or a.max() >= n:  # (envs need not check them: see mpe.reference)
+                raise ValueError(f"actions must lie in [0, {n}), got {a.min()}..{a.max()}")
+            columns.append(a.astype(np.int64).reshape(B, size) + start)
+        actions = (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)).reshape(-1).tolist()
+        obs = self._new_obs()
         reward = np.zeros(self.num_rows, np.float32)
         terminated = np.zeros(self.num_rows, bool)
         truncated = np.zeros(self.num_rows, bool)
@@ -225,7 +295,8 @@ class ParallelVectorEnv:
         active = alive.reshape(-1)
         if not active.all():  # rows of agents that left earlier: padding
             gone = ~active
-            obs[gone] = 0.0
+            for o, g in zip(obs, self._split(gone), strict=True):
+                o[g] = 0.0
             reward[gone] = 0.0
             terminated[gone] = True
             truncated[gone] = False
@@ -243,9 +314,10 @@ class ParallelVectorEnv:
         self.active = active.copy()
         self._account(reward, resetting, ended)
         self._done = ended
-        if self.state is None:
-            return obs, reward, terminated, truncated
-        return obs, reward, terminated, truncated, self._states(obs, env_states)
+        parts = [obs, self._split(reward), self._split(terminated), self._split(truncated)]
+        if self.state is not None:
+            parts.append(self._states(obs, env_states))
+        return _grouped(*parts)
 
     def _account(self, reward: np.ndarray, resetting: np.ndarray, ended: np.ndarray) -> None:
         self._ep_return += reward.reshape(self.num_envs, self.num_agents)
@@ -259,6 +331,8 @@ class ParallelVectorEnv:
             self.team_completed.append((team, length))
             self.episode_returns.append(mean)
             self.episode_lengths.append(length)
+            for g, lo, hi in zip(self.groups, self._starts[:-1], self._starts[1:], strict=True):
+                self.group_completed[g].append(float(self._ep_return[b, lo:hi].mean()))
         if ended.any():
             self._ep_return[ended] = 0.0
             self._ep_length[ended] = 0
@@ -271,6 +345,12 @@ class ParallelVectorEnv:
         """Episodes ``(mean over agents of each agent's return, length)`` completed since the
         previous call."""
         done, self.completed = self.completed, []
+        return done
+
+    def drain_group_returns(self) -> dict[str, list[float]]:
+        """Per group, the mean over its agents of each agent's return, for every episode
+        completed since the previous call."""
+        done, self.group_completed = self.group_completed, {g: [] for g in self.groups}
         return done
 
     def drain_team_episodes(self) -> list[tuple[float, int]]:

@@ -116,7 +116,12 @@ def allreduce_gradients(grads: list[Any]) -> list[Any]:
     shapes = [tf.shape(g) for g in grads]
     sizes = [tf.size(g) for g in grads]
     flat = tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
-    mean = hvd.allreduce(flat, op=hvd.Average, name="gradients")
+    from .devices import host_scope
+
+    # in host memory where the fragment is on a GPU: rlgen's Horovod is built with Gloo (its
+    # allreduce has only a CPU kernel), and NCCL refuses several ranks on one GPU
+    with host_scope():
+        mean = hvd.allreduce(flat, op=hvd.Average, name="gradients")
     return [tf.reshape(part, shape) for part, shape in zip(tf.split(mean, sizes), shapes, strict=True)]
 
 

@@ -30,7 +30,10 @@ def export_policy(policy: Any, obs_shape: Sequence[int], target: Path, obs_dtype
         def act(self, obs: tf.Tensor) -> tf.Tensor:
             return self.policy.act(obs, deterministic=True)[0]
 
-    save(ExportedPolicy(), target)
+    from .devices import host_scope
+
+    with host_scope():  # the exported policy runs on the CPU, wherever the rank's fragments are
+        save(ExportedPolicy(), target)
 
 
 def save(module: Any, target: Path) -> None:

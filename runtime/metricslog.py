@@ -36,7 +36,7 @@ import errno
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -195,6 +195,21 @@ def named_metrics(metrics: Any, names: tuple[str, ...]) -> dict[str, float]:
         flat = np.asarray(metrics, np.float64).ravel().tolist()
         values = dict(zip(names or tuple(f"metric_{i}" for i in range(len(flat))), flat, strict=False))
     return {k: v for k, v in values.items() if k}
+
+
+def group_metrics(
+    by_group: Mapping[str, Any], names: tuple[str, ...], returns: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, float]:
+    """Each agent group's learner metrics as one row's fields, ``<group>/<metric>`` (a group
+    whose learner did not run this iteration, ``None``, adds none), and ``<group>/return``: the
+    mean over the episodes that ended in the iteration of the group's mean agent return."""
+    out: dict[str, float] = {}
+    for group, metrics in by_group.items():
+        out.update({f"{group}/{k}": v for k, v in named_metrics(metrics, names).items()})
+    for group, values in (returns or {}).items():
+        if len(values):
+            out[f"{group}/return"] = float(sum(values) / len(values))
+    return out
 
 
 def finite(value: Any) -> Any:

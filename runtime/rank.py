@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rlgen.machine import local_cores
 
+from . import devices as placement
 from . import p2p
 from .channels import Mesh, Stopped, connect
 from .control import CONTROLS, LocalControl
@@ -67,12 +68,15 @@ def run_rank(
     collectives: bool = True,
     description: str = "",
     profile: Profile | None = None,
+    devices: Mapping[str, str] | None = None,
 ) -> None:
     """Parse the rank's arguments, start Horovod and the channels (``distributed``), run this
     rank's role. ``control`` is how ranks agree on stopping (``lockstep``, ``aligned`` or
     ``stream``, see :mod:`rlgen.runtime.control`); without ``collectives`` in the loop,
     Horovod stops once the channels are up. ``profile``: ``--policy auto``'s, for a run in the
-    launcher's own process (:mod:`rlgen.runtime.trial`)."""
+    launcher's own process (:mod:`rlgen.runtime.trial`). ``devices``: role → what its ranks
+    ask for (``deploy.devices``); a rank asking for nothing, or ``cpu``, hides every GPU
+    before TensorFlow initialises (:mod:`rlgen.runtime.devices`)."""
     from .tfutil import configure_threads
 
     args = _parser(description or f"rank entry of {run.name}").parse_args(argv)
@@ -85,12 +89,15 @@ def run_rank(
         # before any op runs: the evaluator shares this import of TensorFlow, and builds its
         # own copy of the policy by rank 0's role
         forked = process.prefork(functools.partial(process.policy_of, runners[roles[0]]))
+    local_rank = int(os.environ.get("HOROVOD_LOCAL_RANK", "0")) if distributed else 0
+    placed = placement.setup((devices or {}).get(roles.get(own, "")), own, local_rank)
     if distributed:
         from . import comm
 
         rank, size = comm.init()
     else:
         rank, size = 0, 1
+    used = _devices_used(placed, rank, size, distributed and devices is not None)
     session: Session | None = None
     pending: list[str] = []
 
@@ -109,6 +116,7 @@ def run_rank(
     run_dir = args.run_dir or default_run_dir(run.name, run.run_root)
     mesh = None
     try:
+        placement.check(placed)  # a GPU asked for and none seen: one line, at start
         ctl = LocalControl()
         if distributed:
             mesh = _channels(rank, size, lifeline)
@@ -134,6 +142,8 @@ def run_rank(
             trial=parse_trial(args.trial),
             evaluator=forked,
         )
+        if rank == 0:
+            session.run_dir.update({"devices": used})
         for reason in pending:
             session.request_stop(reason)
         try:
@@ -151,3 +161,22 @@ def run_rank(
         mesh.close()
     if lifeline is not None:
         lifeline.close()
+
+
+def _devices_used(placed: placement.Placement, rank: int, size: int, gather: bool) -> dict[str, dict[str, str]]:
+    """Every rank's device by name (``run.json``'s ``devices``): gathered from the ranks where
+    the build places any fragment; otherwise every rank hid the GPUs and runs on CPU:0."""
+    import json
+
+    if not gather:
+        return {str(r): placed.record() for r in range(size)}
+    import numpy as np
+
+    from . import comm
+
+    row = json.dumps(placed.record()).encode()[:_ROW].ljust(_ROW)
+    rows = comm.gather(np.frombuffer(row, np.uint8)[None], [1, _ROW], "uint8")
+    return {str(r): json.loads(bytes(rows[r]).decode().strip()) for r in range(size)}
+
+
+_ROW = 512  # bytes of one rank's entry

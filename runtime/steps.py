@@ -22,9 +22,10 @@ from .tfutil import numpy_caller
 class BoundStep:
     """A compiled step of one fragment instance: ``step(*arrays)`` runs it."""
 
-    def __init__(self, function: Any, single_output: bool) -> None:
+    def __init__(self, function: Any, single_output: bool, device: str | None = None) -> None:
         self.function = function  # the tf.function (traceable, as tests and exports need)
         self.input_signature = function.input_signature
+        self.device = device  # bound into every call (None: the caller's, the CPU)
         self._call = None
         self._single = single_output
 
@@ -33,7 +34,7 @@ class BoundStep:
 
     def __call__(self, *arrays: Any) -> Any:
         if self._call is None:
-            self._call = numpy_caller(self.function)
+            self._call = numpy_caller(self.function, self.device)
         out = self._call(*arrays)
         return out[0] if self._single else out
 
@@ -72,7 +73,9 @@ class _StepDescriptor:
                 jit_compile=self.options.jit_compile,
                 autograph=False,  # generated steps are straight-line code: faster tracing
             )
-            cache[self.name] = BoundStep(fn, self.options.outputs == 1)
+            # a placed fragment (``self.placed_on``, rlgen.runtime.devices) runs every step on
+            # its device: the device is bound into the call, not a scope around each call
+            cache[self.name] = BoundStep(fn, self.options.outputs == 1, instance.__dict__.get("placed_on"))
         return cache[self.name]
 
 

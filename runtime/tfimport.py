@@ -64,7 +64,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlgen.machine import cache_dir, cpu, tensorflow_version
+from rlgen.machine import cache_dir, cpu, gpu_models, tensorflow_version
 
 #: Cached XLA programs not used (modified) for this many days are removed.
 XLA_CACHE_DAYS = 30
@@ -198,7 +198,7 @@ def _prepare_xla_cache() -> None:
 
 
 def xla_cache_dir() -> Path:
-    """``<cache>/xla/<key>``: one directory per TensorFlow version, CPU and user XLA flags."""
+    """``<cache>/xla/<key>``: one directory per TensorFlow version, CPU, GPU models and user XLA flags."""
     model, flags = cpu()
     key = {
         "tensorflow": tensorflow_version(),
@@ -207,6 +207,9 @@ def xla_cache_dir() -> Path:
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "TF_XLA_FLAGS": os.environ.get("TF_XLA_FLAGS", ""),
     }
+    gpus = gpu_models()
+    if gpus:  # only where there are GPUs: CPU machines keep their cache
+        key["gpu"] = gpus
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_dir() / "xla" / f"tf{key['tensorflow'] or 'unknown'}-{digest}"
 

@@ -50,6 +50,8 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("mappo-simple-spread", "pipelined-inference", 3),
     ("mappo-simple-spread", "multi-learner", 2),
     ("mappo-simple-spread", "async-actors", 3),
+    # mappo-simple-tag has two agent groups: only the policies that carry groups build it
+    ("mappo-simple-tag", "single", 1),
     ("ppo-breakout", "single", 1),
     ("ppo-breakout", "actors-learner", 3),
     ("ppo-breakout", "central-inference", 3),

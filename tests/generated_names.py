@@ -9,7 +9,7 @@ import io
 import re
 import tokenize
 
-from rlgen.codegen.names import GENERATED_NAMES, _role_names
+from rlgen.codegen.names import GENERATED_NAMES, _role_names, group_constants
 from rlgen.dsl.calls import parse_call
 from rlgen.dsl.catalog import COMPONENT_REFS, NETWORK_REFS
 from rlgen.dsl.spec import Spec
@@ -27,7 +27,7 @@ def spec_names(spec: Spec) -> set[str]:
         out |= {name for pair in block.carry for name in pair}
     for part in spec.partitions.values():
         out |= {*part.send, *part.receive, *part.reduce}
-    return out
+    return out | group_constants(spec)
 
 
 def used_names(source: str) -> tuple[set[str], set[str]]:

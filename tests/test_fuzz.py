@@ -40,7 +40,7 @@ from rlgen.dsl.yamlload import load_yaml
 from conftest import EXAMPLES, ROOT
 
 SEED = 20261124
-MUTANTS = 200
+MUTANTS = 220  # enough for 40 valid ones over every example (20 per example and more)
 #: Most seconds one mutant may take to validate (or to validate and build, per policy).
 SLOW = 5.0
 

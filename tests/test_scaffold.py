@@ -83,7 +83,7 @@ def test_settings_are_written_exactly():
     """Every tuned number reads back as itself (2.0633e-5 is not 2.1e-05)."""
     import yaml
 
-    from rlgen.app.scaffold import _flow
+    from rlgen.app.scaffold_common import flow as _flow
 
     for value in (2.0633e-5, 0.000401762, 3.0e-4, 1.0e-5, 1.0e-8, 0.0, 1.0e6, 0.58096, -2.0):
         assert yaml.safe_load(_flow(value)) == value

@@ -45,40 +45,38 @@ def lower(k: Any, name: str) -> dict[str, Any]:
 
 _EXAMPLE = {"policy": "actor", "value": "critic", "lr": 0.0005, "epochs": 15}
 
-MAPPO = Algorithm(
-    kind="mappo",
-    title="A MAPPO learner (multi-agent PPO with a centralised critic reading the global state; "
-    "defaults as the reference MAPPO, marlbenchmark/on-policy)",
-    config=MAPPOConfig,
-    refs=(POLICY, VALUE),
-    methods={"update": UPDATE},
-    metrics=METRICS,
-    lower=lower,
-    acts="policy",
-    buffer="rollout",
-    needs_inserted=("logp", "value"),
-    in_graph=True,
-    seeded=True,
-    names=("MAPPOConfig", "MAPPOLearner"),
-    example={"kind": "mappo", **_EXAMPLE},
-)
 
-IPPO = Algorithm(
-    kind="ippo",
-    title="An IPPO learner (independent PPO: each agent's value reads its own observation; "
+def _algorithm(kind: str, title: str, update: Any) -> Algorithm:
+    """The two kinds differ only in their name, title and update signature."""
+    return Algorithm(
+        kind=kind,
+        title=title,
+        config=MAPPOConfig,
+        refs=(POLICY, VALUE),
+        methods={"update": update},
+        metrics=METRICS,
+        lower=lower,
+        acts="policy",
+        buffer="rollout",
+        needs_inserted=("logp", "value"),
+        in_graph=True,
+        seeded=True,
+        names=("MAPPOConfig", "MAPPOLearner"),
+        example={"kind": kind, **_EXAMPLE},
+    )
+
+
+MAPPO = _algorithm(
+    "mappo",
+    "A MAPPO learner (multi-agent PPO with a centralised critic reading the global state; "
     "defaults as the reference MAPPO, marlbenchmark/on-policy)",
-    config=MAPPOConfig,
-    refs=(POLICY, VALUE),
-    methods={"update": IPPO_UPDATE},
-    metrics=METRICS,
-    lower=lower,
-    acts="policy",
-    buffer="rollout",
-    needs_inserted=("logp", "value"),
-    in_graph=True,
-    seeded=True,
-    names=("MAPPOConfig", "MAPPOLearner"),
-    example={"kind": "ippo", **_EXAMPLE},
+    UPDATE,
+)
+IPPO = _algorithm(
+    "ippo",
+    "An IPPO learner (independent PPO: each agent's value reads its own observation; "
+    "defaults as the reference MAPPO, marlbenchmark/on-policy)",
+    IPPO_UPDATE,
 )
 
 #: This home's first kind; ``rlgen.algorithms.ippo`` names the second (``IPPO``) for the

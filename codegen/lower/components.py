@@ -17,7 +17,9 @@ from rlgen.codegen.context import Context
 from rlgen.codegen.ir import FDG, Fragment
 from rlgen.codegen.plan import ActionPlan, ComponentPlan, NetworkPlan
 from rlgen.codegen.weights import component_weights, network_heads, state_networks
-from rlgen.dsl.catalog import COMPONENT_REFS
+from rlgen.dsl.catalog import COMPONENT_REFS, GroupSpaces
+from rlgen.dsl.dataflow import analyze
+from rlgen.dsl.groups import assign_groups
 from rlgen.dsl.spec import resolved
 
 #: the learners whose compiled update takes observations in the env's dtype (``obs_dtype``);
@@ -25,8 +27,18 @@ from rlgen.dsl.spec import resolved
 OBS_DTYPE_LEARNERS = frozenset({"ppo", "a2c", "mappo", "ippo", "dqn"})
 
 
-def action_plan(ctx: Context) -> ActionPlan:
-    act = ctx.spaces.action
+def component_groups(ctx: Context) -> dict[str, GroupSpaces]:
+    """With several agent groups: each component's and network's group (by name); else empty."""
+    if not ctx.spaces.groups:
+        return {}
+    assigned = assign_groups(ctx.spec, analyze(ctx.spec))
+    out = {name: ctx.spaces.group(g) for name, g in assigned.components.items()}
+    out.update({net: ctx.spaces.group(gs[0]) for net, gs in assigned.networks.items()})
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def action_plan(ctx: Context, group: GroupSpaces | None = None) -> ActionPlan:
+    act = (group or ctx.spaces).action
     if act.kind == "discrete":
         return ActionPlan(n=act.n)
     size = math.prod(act.shape)
@@ -138,6 +150,7 @@ def lower_components(
             nets.append(net)
     plain_nets = resolved(spec)["networks"]
     agents = per_agent(ctx)
+    group_of = component_groups(ctx)
     for n in sorted(nets):
         net_heads = network_heads(ctx, n)
         sizes, gains = [h[1] for h in net_heads], [h[2] for h in net_heads]
@@ -150,6 +163,7 @@ def lower_components(
                 seed=1 + sorted(spec.networks).index(n),
                 input="state" if n in state_networks(ctx) else None,
                 agents=agents,
+                group=group_of[n].suffix if n in group_of else None,
             )
         )
         if len(net_heads) > 1:  # a shared torso: each component reads its own head
@@ -176,6 +190,10 @@ def lower_components(
                 head=heads.get(name) if name in heads else None,
                 options=options,
                 seeded=_seeded(comp.kind, options),
+                group=group_of[name].suffix if name in group_of else None,
+                action_dtype=(
+                    ("int32" if group_of[name].action.kind == "discrete" else "float32") if name in group_of else None
+                ),
             )
         )
     return tuple(components), tuple(networks)

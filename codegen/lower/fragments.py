@@ -7,15 +7,22 @@ import math
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.codegen.context import Context
+from rlgen.codegen.context import Context, fragment_device
 from rlgen.codegen.ir import FDG, Fragment, Step, Tensor
 from rlgen.codegen.lower.boundary import Group, boundary
-from rlgen.codegen.lower.components import action_plan, components_of, gaussian, lower_components
+from rlgen.codegen.lower.components import (
+    action_plan,
+    component_groups,
+    components_of,
+    gaussian,
+    lower_components,
+)
 from rlgen.codegen.plan import (
     BoundaryPlan,
     CallPlan,
     EnvPlan,
     FragmentPlan,
+    GroupPlan,
     LoopBlockPlan,
     NormalizePlan,
     PortPlan,
@@ -115,6 +122,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
     env = spec.env
     ahead = ahead_steps(fdg, ctx)
     bounds = boundary(fdg, frag, groups, ctx.policy.env_groups)
+    device, side = fragment_device(ctx, frag.role, frag.kind)
     return FragmentPlan(
         name=frag.name,
         class_name=class_name(frag.name),
@@ -138,6 +146,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
             env.pettingzoo,
             env.state if env.multi_agent else None,
             ctx.spaces.rows if env.multi_agent else None,
+            {g: list(agents) for g, agents in env.groups} if env.groups else None,
             env.preset,
         ),
         networks=networks,
@@ -153,7 +162,34 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         outputs=tuple(PortPlan(p.value, tuple(tensor(t) for t in p.parts)) for p in frag.outputs),
         normalize=normalize_plan(fdg, ctx, frag, bounds),
         state_shape=tuple(ctx.spaces.state) if ctx.spaces.state else None,
+        groups=_groups(fdg, ctx, frag) if ctx.spaces.groups and frag.kind != "env" else None,
+        device=device,
+        device_side=side,
     )
+
+
+def _groups(fdg: FDG, ctx: Context, frag: Fragment) -> tuple[GroupPlan, ...]:
+    """The constants of the agent groups whose components the fragment holds."""
+    group_of = component_groups(ctx)
+    held = {group_of[c].suffix for c in components_of(fdg, ctx, frag) if c in group_of}
+    out = []
+    for g in ctx.spaces.groups:
+        if g.suffix not in held:
+            continue
+        act = g.action
+        out.append(
+            GroupPlan(
+                name=g.name,
+                suffix=g.suffix,
+                agents=g.agents,
+                batch=frag.batch * g.rows,
+                obs_shape=tuple(g.observation.shape),
+                action=action_plan(ctx, g),
+                action_dtype="int32" if act.kind == "discrete" else "float32",
+                action_shape=tuple(() if act.kind == "discrete" else act.shape),
+            )
+        )
+    return tuple(out)
 
 
 def _carried(fdg: FDG, frag: Fragment) -> tuple[TensorPlan, ...]:

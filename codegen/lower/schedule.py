@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rlgen.algorithms import ALGORITHMS
-from rlgen.codegen.context import Context
+from rlgen.codegen.context import Context, fragment_device
 from rlgen.codegen.ir import FDG, Fragment, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
@@ -101,6 +101,8 @@ def lower_role(
         sync = fdg.cut == "gradients" and len(fdg.ranks) > 1
         normalize = NormalizeRef(holder.name, env_frag, sync, held.exchange, held.arrivals)
     versioned = next((g.dst for g in mine if g.dst in names and g.first.op == "send" and _versioned(groups, g)), None)
+    placed = [fragment_device(ctx, role, f.kind)[0] for f in frags if f.kind == "compute"]
+    device = None if ctx.spec.deploy.devices is None else next(iter(placed), None) or "cpu"
     return RolePlan(
         role=role,
         ranks=tuple(r.rank for r in fdg.ranks if r.role == role),
@@ -128,8 +130,25 @@ def lower_role(
         uses_iteration=any(b.every > 1 for b in graph.blocks if b.name != "init")
         or any(op.mode != "async" for op in begin)  # an overlapped actor's pull: iteration - lag
         or any(op.type == "publish" or (op.type == "recv" and op.mode == "async") for op in all_ops),
+        device=device,
         normalize=normalize,
+        group_metrics=_group_metrics(fdg, frags, known) if ctx.spaces.groups else None,
     )
+
+
+def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tuple[str, str], ...] | None:
+    """(group, metrics value) of every learner update the role runs, in loop order."""
+    graph = fdg.graph
+    out = []
+    for f in frags:
+        for n in f.nodes:
+            node = graph.node(n)
+            if node.method != "update":
+                continue
+            value = next((o for o in node.outputs if graph.edge(o).type == "metrics"), None)
+            if value is not None and value in known and graph.edge(value).group:
+                out.append((graph.edge(value).group, value))
+    return tuple(out) or None
 
 
 def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> BlockSchedule:
@@ -258,6 +277,7 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
                 if spec.env.multi_agent and ctx.spaces
                 else {}
             ),
+            **({"groups": {g: list(a) for g, a in spec.env.groups}} if spec.env.groups else {}),
         },
         stop_mean_return=train.stop.mean_return,
         window=train.stop.window,

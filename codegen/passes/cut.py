@@ -31,9 +31,10 @@ def _sides(fdg: FDG, ctx: Context) -> tuple[str | None, dict[str, str]]:
 
 def fragment_batch(ctx: Context, side: str, workers: int) -> int:
     """Rows one replica of a fragment handles (envs, times agents for a multi-agent env): a
-    learner behind a cut sees all of them."""
+    learner behind a cut sees all of them. With several agent groups the batch counts env copies
+    (each group's tensors know their rows, see :class:`~rlgen.codegen.ir.Tensor`)."""
     envs = ctx.spec.env.num_envs
-    rows = ctx.spaces.rows if ctx.spaces else 1
+    rows = ctx.spaces.rows if ctx.spaces and not ctx.spaces.groups else 1
     if side == "learning":
         return envs * rows
     return envs // ctx.policy.env_workers(workers) * rows

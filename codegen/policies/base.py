@@ -63,6 +63,7 @@ class DistributionPolicy:
     counts the others' reports in step with their data) or ``stream`` (as they arrive).
     ``env_groups`` (env cut): each env worker's envs in that many groups, stepped one group
     at a time while the learner acts for the next (pipelined); 1 steps them all at once.
+    ``agent_groups``: the policy builds loops with several agent groups (``env.groups``).
     """
 
     name: str
@@ -79,6 +80,9 @@ class DistributionPolicy:
     control: str = "lockstep"
     asynchronous: bool = False  # actors never wait; the learner takes experience as it arrives
     env_groups: int = 1
+    #: Carries a loop with several agent groups (``env.groups``): each group's values their own
+    #: batch. Only the policies that say so build such loops.
+    agent_groups: bool = False
 
     def role(self, name: str) -> Role:
         return next(r for r in self.roles if r.name == name)

@@ -16,6 +16,7 @@ from rlgen.dsl.checks import spaces  # noqa: F401
 from rlgen.dsl.checks import agents  # noqa: F401
 from rlgen.dsl.checks import partitions  # noqa: F401
 from rlgen.dsl.checks import train  # noqa: F401
+from rlgen.dsl.checks import devices  # noqa: F401
 # isort: on
 
 __all__ = ["CHECKS", "Context", "check", "run_checks"]

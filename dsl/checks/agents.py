@@ -9,6 +9,7 @@ from rlgen.dsl.catalog import TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS
 from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.diagnostics import quote_list
 from rlgen.dsl.findings import Finding, error
+from rlgen.dsl.groups import assign_groups
 
 #: Learner kinds whose update reads a rollout's ``state`` field (a centralised critic).
 STATE_LEARNERS = tuple(
@@ -170,7 +171,7 @@ def state_value(ctx: Context) -> Iterator[Finding]:
     """
     env = ctx.spec.env
     expected = {"reset": 2, "step": 5}
-    for method, with_state in expected.items():
+    for method, with_state in expected.items() if not env.grouped else ():  # groups: E433
         for lc in _env_calls(ctx, method):
             n = len(lc.call.outputs)
             if n == with_state and not env.state:
@@ -225,3 +226,50 @@ def state_value(ctx: Context) -> Iterator[Finding]:
                     f"use a learner with a centralised critic ({quote_list(STATE_LEARNERS) or 'mappo'}), "
                     "or drop `state` from the buffer's insert",
                 )
+
+
+@check
+def agent_groups(ctx: Context) -> Iterator[Finding]:
+    """Several agent groups (``env.groups``): each call, carry and learner stays within one
+    group, and a network read by several groups sees equal spaces; ``groups`` needs a
+    PettingZoo env stepped on the host.
+
+    ```yaml
+    env: {pettingzoo: mpe2.simple_tag_v3, groups: {adversaries: [...], good: [agent_0]}}
+    loop:
+      rollout:
+        do: [actor_adv.act(obs_good) -> action_adv]   # E434 (if actor_adv acts for adversaries)
+    ```
+    """
+    env = ctx.spec.env
+    if env.groups and not env.multi_agent:
+        yield error(
+            "E431",
+            ("env", "groups"),
+            "`groups` name agents of a PettingZoo env, and this env is not one",
+            "add `pettingzoo:` (e.g. mpe2.simple_tag_v3), or remove `groups`",
+        )
+        return
+    if not env.grouped:
+        return
+    if env.backend == "tensorflow":
+        yield error(
+            "E423",
+            ("env", "groups"),
+            "the in-graph PettingZoo envs have one group of agents",
+            "remove `groups`, or use `backend: gymnasium` (the default)",
+        )
+    assigned = assign_groups(ctx.spec, ctx.flow)
+    yield from assigned.findings
+    spaces = ctx.spaces
+    if spaces is None or not spaces.groups:
+        return
+    for net, groups in assigned.networks.items():
+        seen = {(g.observation, g.action) for g in spaces.groups if g.name in groups}
+        if len(seen) > 1:
+            yield error(
+                "E434",
+                ("networks", net),
+                f"network '{net}' is read by groups {quote_list(groups)}, whose spaces differ",
+                "give each group its own network",
+            )

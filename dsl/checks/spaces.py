@@ -234,7 +234,7 @@ def image_networks(ctx: Context) -> Iterator[Finding]:
 
     ```yaml
     env: {id: CartPole-v1}
-    networks: {pi: {kind: cnn}}   # E429: CartPole's observations are Box(shape=[4]), not images
+    networks: {pi: {kind: cnn}}   # E435: CartPole's observations are Box(shape=[4]), not images
     ```
     """
     if ctx.spaces is None:
@@ -247,7 +247,7 @@ def image_networks(ctx: Context) -> Iterator[Finding]:
         env_name = ctx.spec.env.id or "the env"
         if layout is None:
             yield error(
-                "E429",
+                "E435",
                 ("networks", name, "kind"),
                 f"a {net.kind} network reads images; {env_name}'s observations are {obs.describe()}, not an image "
                 "([H, W], [H, W, C] or [C, H, W])",
@@ -261,7 +261,7 @@ def image_networks(ctx: Context) -> Iterator[Finding]:
         for i, (oh, ow) in enumerate(cnn_sizes((h, w), layers)):
             if oh < 1 or ow < 1:
                 yield error(
-                    "E429",
+                    "E435",
                     ("networks", name, "layers", i),
                     f"convolution {i} ({layers[i][0]} filters, {layers[i][1]}x{layers[i][1]}, stride {layers[i][2]}) "
                     f"leaves no pixels of the {h}x{w} observation",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from rlgen.algorithms import ALGORITHMS
 from rlgen.dsl.checks.registry import Context, check
 from rlgen.dsl.findings import Finding, error, warning
+from rlgen.dsl.groups import assign_groups
 
 
 def steps_per_iteration(ctx: Context) -> int:
@@ -71,6 +72,7 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
     loop: {rollout: {repeat: 32, ...}}      # E704: 256 samples are not a multiple of 100
     ```
     """
+    group_of = assign_groups(ctx.spec, ctx.flow).components if ctx.spaces and ctx.spaces.groups else {}
     for info in ctx.flow.calls:
         algo = ALGORITHMS.get(info.kind)
         if algo is None or not algo.has_setting("minibatch") or info.method.name != "update":
@@ -88,6 +90,8 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
         if ctx.spaces is None and ctx.spec.env.multi_agent:
             continue  # the agents, and so the rows, are unknown (E420 says why)
         rows = ctx.spaces.rows if ctx.spaces else 1
+        group = ctx.spaces.group(group_of.get(info.call.call.component)) if group_of else None
+        rows = group.rows if group else rows  # several agent groups: the learner's group's rows
         batch = inserts[0].block.repeat * ctx.spec.env.num_envs * rows
         mb = comp.get("minibatch")
         if mb is None:  # the whole rollout (mappo's default)

@@ -49,6 +49,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from rlgen.runtime import devices
+
 #: Weight snapshots kept (older ones go; the directory goes when the run finishes).
 KEEP_WEIGHTS = 2
 EVAL_NICE = 10  # the process's niceness above rank 0's (RLGEN_EVAL_NICE)
@@ -285,7 +287,7 @@ def main(build: Callable[[], Any] | None = None) -> None:
     with contextlib.suppress(OSError):
         os.nice(int(config.get("nice", 0)))
     _own_output(config.get("log"))
-    os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+    devices.cpu_only()  # the evaluator and its exports run on the CPU, whatever rank 0 is placed on
     from rlgen.runtime.evaluation.episodes import PolicyEvaluation
     from rlgen.runtime.tfutil import configure_threads
 

@@ -78,17 +78,19 @@ class TFEnv(tf.Module):
         with self.name_scope:
             self.rng = tf.random.Generator.from_seed(self.seed)
             self.state = tf.Variable(tf.zeros([n, self.state_size], self.dtype), trainable=False, name="state")
-            self.elapsed = tf.Variable(tf.zeros([n], tf.int32), trainable=False, name="elapsed")
+            # counters are int64: XLA keeps int32 variables on the host, so an env placed on a GPU
+            # could not run its fused step (every carried and env variable: tests/test_devices.py)
+            self.elapsed = tf.Variable(tf.zeros([n], tf.int64), trainable=False, name="elapsed")
             # ``needs_reset[i]``: env i ended an episode at the previous step (or was never reset).
             self.needs_reset = tf.Variable(tf.ones([n], tf.bool), trainable=False, name="needs_reset")
             self.valid = tf.Variable(tf.ones([n], tf.bool), trainable=False, name="valid")
             self.env_steps = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="env_steps")
             self.episode_return = tf.Variable(tf.zeros([n], tf.float32), trainable=False, name="episode_return")
-            self.episode_length = tf.Variable(tf.zeros([n], tf.int32), trainable=False, name="episode_length")
+            self.episode_length = tf.Variable(tf.zeros([n], tf.int64), trainable=False, name="episode_length")
             # Ring of completed episodes; slot ``episode_capacity`` is a sink for non-finished envs.
             cap = self.episode_capacity
             self._ring_returns = tf.Variable(tf.zeros([cap + 1], tf.float32), trainable=False, name="ring_returns")
-            self._ring_lengths = tf.Variable(tf.zeros([cap + 1], tf.int32), trainable=False, name="ring_lengths")
+            self._ring_lengths = tf.Variable(tf.zeros([cap + 1], tf.int64), trainable=False, name="ring_lengths")
             self.episodes_total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="episodes_total")
             self._episodes_drained = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="episodes_drained")
         self._drain_fn = None
@@ -147,11 +149,11 @@ class TFEnv(tf.Module):
         """
         n = self.num_envs
         self.state.assign(self._sample_reset(n))
-        self.elapsed.assign(tf.zeros([n], tf.int32))
+        self.elapsed.assign(tf.zeros([n], tf.int64))
         self.needs_reset.assign(tf.zeros([n], tf.bool))
         self.valid.assign(tf.ones([n], tf.bool))
         self.episode_return.assign(tf.zeros([n], tf.float32))
-        self.episode_length.assign(tf.zeros([n], tf.int32))
+        self.episode_length.assign(tf.zeros([n], tf.int64))
         return self._observe(self.state)
 
     def step(self, action: Any) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -218,7 +220,7 @@ class TFEnv(tf.Module):
         """
         self.state.assign(tf.reshape(tf.cast(state, self.dtype), [self.num_envs, self.state_size]))
         if elapsed_steps is not None:
-            self.elapsed.assign(tf.reshape(tf.cast(elapsed_steps, tf.int32), [self.num_envs]))
+            self.elapsed.assign(tf.reshape(tf.cast(elapsed_steps, tf.int64), [self.num_envs]))
         if needs_reset is not None:
             self.needs_reset.assign(tf.reshape(tf.cast(needs_reset, tf.bool), [self.num_envs]))
 
@@ -230,7 +232,7 @@ class TFEnv(tf.Module):
 
     def _record(self, reward: tf.Tensor, valid: tf.Tensor, done: tf.Tensor) -> None:
         ep_return = self.episode_return + reward
-        ep_length = self.episode_length + tf.cast(valid, tf.int32)
+        ep_length = self.episode_length + tf.cast(valid, tf.int64)
         self.env_steps.assign_add(tf.reduce_sum(tf.cast(valid, tf.int64)))
         cap = self.episode_capacity
         done_i = tf.cast(done, tf.int64)
@@ -252,7 +254,8 @@ class TFEnv(tf.Module):
         total = self.episodes_total.read_value()
         start = tf.where(total > cap, tf.math.floormod(total, cap), tf.constant(0, tf.int64))
         order = tf.math.floormod(start + tf.range(cap, dtype=tf.int64), cap)
-        return tf.gather(self._ring_returns[:cap], order), tf.gather(self._ring_lengths[:cap], order), total
+        lengths = tf.cast(tf.gather(self._ring_lengths[:cap], order), tf.int32)  # int32, as before
+        return tf.gather(self._ring_returns[:cap], order), lengths, total
 
     def recent_mean_return(self, window: int = 100) -> tf.Tensor:
         """Mean return of the last ``window`` (at most ``episode_capacity``) completed episodes; NaN if none."""

@@ -1,0 +1,144 @@
+"""MAPPO on simple_spread: joint env steps/s per way of running it, side by side in one run.
+
+The spec is examples/mappo-simple-spread.rl.yaml (mpe2 1.1.1 simple_spread_v3, N=3,
+local_ratio 0.5, max_cycles 25; 128 env copies x 25 steps, 10 epochs over one minibatch),
+written into a temporary directory in two copies: as it is (the host mpe2 env, stepped from
+Python by ``rlgen.runtime.agents.ParallelVectorEnv``) and with ``env.backend: tensorflow``
+(the in-graph TFSpread, mpe2 reward). Each variant is trained by
+``python -m rlgen run COPY --iterations K --quiet`` in a fresh process, one after the other
+(``--rounds R`` repeats the whole sequence, alternating, so load drifts hit every variant):
+
+* ``host single``: the host env, ``--policy single``;
+* ``host actors-learner``: the host env, ``--policy actors-learner --workers W``;
+* ``host async-actors``: the host env, ``--policy async-actors --workers W``;
+* ``in-graph single``: the in-graph env, ``--policy single`` (one compiled call per iteration).
+
+Figures come from each run's own metrics.jsonl (through ``rlgen.app.bench.read_run``): the
+steady rate is ``(env_steps[K] - env_steps[w]) / (time[K] - time[w])`` with the first ``w``
+(``--warmup``, default 2) iteration rows left out (tracing, compiling, worker start-up);
+``run`` is run.json's ``env_steps / elapsed`` over every iteration. Steps are joint env steps
+(one step of all 3 agents of a copy), updates included. Per-part times (ms per iteration, the
+same steady rows) are rank 0's (the learner, or the whole loop under ``single``) and, for
+policies with other ranks, their mean per rank; an in-graph ``single`` iteration is one call,
+timed as ``loop``.
+
+    python benchmarks/marl_speed.py [--iterations 8] [--warmup 2] [--workers 3] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from rlgen.app.bench import PARTS, read_run, run_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "mappo-simple-spread.rl.yaml"
+
+
+def write_specs(tmp: Path) -> dict[str, Path]:
+    """The example as it is (host) and with ``env.backend: tensorflow`` (in-graph), in ``tmp``."""
+    spec = yaml.safe_load(EXAMPLE.read_text())
+    spec["train"]["checkpoint"] = {"every": 10**9, "keep": 1}  # no checkpoint inside a short run
+    host = tmp / "mappo-host.rl.yaml"
+    host.write_text(yaml.safe_dump(spec, sort_keys=False))
+    spec["env"]["backend"] = "tensorflow"
+    ingraph = tmp / "mappo-ingraph.rl.yaml"
+    ingraph.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return {"host": host, "ingraph": ingraph}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2, help="iteration rows left out of the rates")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    args = parser.parse_args()
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load {os.getloadavg()}")
+    print(f"spec: {EXAMPLE.relative_to(ROOT)}; --iterations {args.iterations}, first {args.warmup} rows left out")
+    with tempfile.TemporaryDirectory(prefix="marl-speed-") as tmpdir:
+        tmp = Path(tmpdir)
+        specs = write_specs(tmp)
+        variants = [
+            ("host single", specs["host"], "single", 1),
+            (f"host actors-learner x{args.workers}", specs["host"], "actors-learner", args.workers),
+            (f"host async-actors x{args.workers}", specs["host"], "async-actors", args.workers),
+            ("in-graph single", specs["ingraph"], "single", 1),
+        ]
+        results: dict[str, list] = {label: [] for label, *_ in variants}
+        for r in range(args.rounds):
+            for label, spec, policy, workers in variants:
+                run_dir = tmp / f"{label.replace(' ', '-')}-{r}"
+                t0 = time.perf_counter()
+                res = run_policy(spec, policy, workers, args.iterations, run_dir, None, timeout=args.timeout)
+                wall = time.perf_counter() - t0
+                if res.ok:
+                    res = read_run(run_dir, policy, workers, None, warmup=args.warmup)
+                    info = json.loads((run_dir / "run.json").read_text())
+                    res.run_rate = info["env_steps"] / info["elapsed"]
+                res.process_wall = wall
+                results[label].append(res)
+                status = "ok" if res.ok else f"FAILED: {res.error}"
+                print(
+                    f"  round {r + 1} {label}: {status}, process {wall:.1f} s, load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+
+        base = (
+            statistics.median(r.steps_per_s for r in results["host single"] if r.ok)
+            if any(r.ok for r in results["host single"])
+            else None
+        )
+        print()
+        print("joint env steps/s (median over rounds; ratio = steady / host single's steady)")
+        head = f"{'variant':<28} {'steady':>9} {'ratio':>6} {'run':>9} {'iters':>5} {'process s':>9}"
+        print(head)
+        print("-" * len(head))
+        for label, *_ in variants:
+            ok = [r for r in results[label] if r.ok]
+            if not ok:
+                print(f"{label:<28} failed: {results[label][0].error}")
+                continue
+            steady = statistics.median(r.steps_per_s for r in ok)
+            run_rate = statistics.median(r.run_rate for r in ok)
+            wall = statistics.median(r.process_wall for r in ok)
+            ratio = f"{steady / base:.2f}" if base else "-"
+            print(f"{label:<28} {steady:>9,.0f} {ratio:>6} {run_rate:>9,.0f} {ok[0].iterations:>5} {wall:>9.1f}")
+
+        print()
+        print("ms per iteration by part, steady rows (rank 0; then the other ranks' mean per rank)")
+        head = f"{'variant':<36} " + " ".join(f"{p:>9}" for p in PARTS) + f" {'wall':>9}"
+        print(head)
+        print("-" * len(head))
+        for label, *_ in variants:
+            ok = [r for r in results[label] if r.ok]
+            if not ok:
+                continue
+            r = ok[0] if len(ok) == 1 else sorted(ok, key=lambda x: x.steps_per_s)[len(ok) // 2]
+            per_iter_ms = 1000 * 3200 / r.steps_per_s if r.steps_per_s else 0.0
+            print(
+                f"{label + ' rank 0':<36} "
+                + " ".join(f"{r.ms_per_iteration.get(p, 0):>9.1f}" for p in PARTS)
+                + f" {per_iter_ms:>9.1f}"
+            )
+            if r.rest_ms_per_iteration:
+                print(
+                    f"{label + ' other ranks':<36} "
+                    + " ".join(f"{r.rest_ms_per_iteration.get(p, 0):>9.1f}" for p in PARTS)
+                )
+        print("(wall = 3200 joint steps / steady rate: one iteration's share of the run's clock)")
+
+
+if __name__ == "__main__":
+    main()
