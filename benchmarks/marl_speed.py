@@ -44,9 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mappo-simple-spread.rl.yaml"
 
 
-def write_specs(tmp: Path) -> dict[str, Path]:
-    """The example as it is (host) and with ``env.backend: tensorflow`` (in-graph), in ``tmp``."""
+def write_specs(tmp: Path, envs: int | None = None) -> dict[str, Path]:
+    """The example as it is (host) and with ``env.backend: tensorflow`` (in-graph), in ``tmp``;
+    ``envs``: another number of env copies."""
     spec = yaml.safe_load(EXAMPLE.read_text())
+    if envs:
+        spec["env"]["num_envs"] = envs
     spec["train"]["checkpoint"] = {"every": 10**9, "keep": 1}  # no checkpoint inside a short run
     host = tmp / "mappo-host.rl.yaml"
     host.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -63,17 +66,24 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument("--envs", type=int, default=None, help="env copies (default: the example's 128)")
+    parser.add_argument(
+        "--distributed",
+        default="actors-learner,async-actors",
+        help="the distributed policies to run on the host env, comma-separated",
+    )
     args = parser.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load {os.getloadavg()}")
-    print(f"spec: {EXAMPLE.relative_to(ROOT)}; --iterations {args.iterations}, first {args.warmup} rows left out")
+    envs = f", {args.envs} env copies" if args.envs else ""
+    print(f"spec: {EXAMPLE.relative_to(ROOT)}{envs}; --iterations {args.iterations}, first {args.warmup} rows left out")
     with tempfile.TemporaryDirectory(prefix="marl-speed-") as tmpdir:
         tmp = Path(tmpdir)
-        specs = write_specs(tmp)
+        specs = write_specs(tmp, args.envs)
+        distributed = [p for p in args.distributed.split(",") if p]
         variants = [
             ("host single", specs["host"], "single", 1),
-            (f"host actors-learner x{args.workers}", specs["host"], "actors-learner", args.workers),
-            (f"host async-actors x{args.workers}", specs["host"], "async-actors", args.workers),
+            *((f"host {p} x{args.workers}", specs["host"], p, args.workers) for p in distributed),
             ("in-graph single", specs["ingraph"], "single", 1),
         ]
         results: dict[str, list] = {label: [] for label, *_ in variants}
