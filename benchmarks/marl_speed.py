@@ -113,6 +113,8 @@ def main() -> None:
         print()
         print("joint env steps/s (median over rounds; ratio = steady / host single's steady)")
         head = f"{'variant':<28} {'steady':>9} {'ratio':>6} {'run':>9} {'iters':>5} {'process s':>9}"
+        envs = args.envs or yaml.safe_load(EXAMPLE.read_text())["env"]["num_envs"]
+        steps_per_iteration = 25 * envs  # the example's rollout: 25 steps of every env copy
         print(head)
         print("-" * len(head))
         for label, *_ in variants:
@@ -136,7 +138,7 @@ def main() -> None:
             if not ok:
                 continue
             r = ok[0] if len(ok) == 1 else sorted(ok, key=lambda x: x.steps_per_s)[len(ok) // 2]
-            per_iter_ms = 1000 * 3200 / r.steps_per_s if r.steps_per_s else 0.0
+            per_iter_ms = 1000 * steps_per_iteration / r.steps_per_s if r.steps_per_s else 0.0
             print(
                 f"{label + ' rank 0':<36} "
                 + " ".join(f"{r.ms_per_iteration.get(p, 0):>9.1f}" for p in PARTS)
@@ -147,7 +149,7 @@ def main() -> None:
                     f"{label + ' other ranks':<36} "
                     + " ".join(f"{r.rest_ms_per_iteration.get(p, 0):>9.1f}" for p in PARTS)
                 )
-        print("(wall = 3200 joint steps / steady rate: one iteration's share of the run's clock)")
+        print(f"(wall = {steps_per_iteration} joint steps / steady rate: one iteration's share of the run's clock)")
 
 
 if __name__ == "__main__":
