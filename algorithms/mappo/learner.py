@@ -44,11 +44,11 @@ from rlgen.algorithms.ppo.learner import (
     PPOLearner,
     _masked_mean,
     check_agent_block,
+    compile_update,
     gae,
     vtrace,
 )
 from rlgen.runtime.buffers import Rollout, RolloutBuffer, StateRollout
-from rlgen.runtime.convnets import has_convolutions
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value
 from rlgen.runtime.tfutil import flat_caller, to_tensor
@@ -188,24 +188,7 @@ class MAPPOLearner(tf.Module):
         self._reduce = reduce_gradients
         self.minibatch = min(int(config.minibatch), n)
         self.minibatches_per_epoch = -(-n // self.minibatch)
-        jit = config.jit_compile
-        if jit is None:  # XLA unless gradients are reduced (no XLA kernels) or convolutions (slow XLA on CPU)
-            jit = reduce_gradients is None and not has_convolutions(self)
-        t, b, obs = self.num_steps, self.num_envs, self.obs_shape
-        act = policy.action_spec
-        tb = tf.TensorSpec([t, b], tf.float32)
-        has_state = self.state_shape is not None
-        state = self.state_shape or ()
-        signature = [
-            tf.TensorSpec([t, b, *obs], self.obs_dtype),
-            tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
-            *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
-            *([tf.TensorSpec([t, b, *state], tf.float32)] if has_state else []),  # states
-            tf.TensorSpec([b, *obs], self.obs_dtype),
-            *([tf.TensorSpec([b, *state], tf.float32)] if has_state else []),  # last_state
-            tf.TensorSpec([], tf.float32),
-        ]
-        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
+        self.update_fn = compile_update(self, reduce_gradients, self.state_shape)
         self._call = flat_caller(self.update_fn)
 
     def replicated_variables(self) -> list[tf.Variable]:

@@ -122,6 +122,37 @@ def check_agent_block(agent_block: int, rows: int, minibatch: int | None) -> int
     return k
 
 
+def update_signature(learner: tf.Module, state_shape: Sequence[int] | None = None) -> list[tf.TensorSpec]:
+    """The compiled update's inputs: the rollout's fields ``[T, B, ...]`` (then its ``states``,
+    for a centralised critic), the last observation (then the last state) and the progress."""
+    t, b, obs, dtype = learner.num_steps, learner.num_envs, learner.obs_shape, learner.obs_dtype
+    act = learner.policy.action_spec
+    tb = tf.TensorSpec([t, b], tf.float32)
+    state = [] if state_shape is None else [tuple(state_shape)]
+    return [
+        tf.TensorSpec([t, b, *obs], dtype),
+        tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
+        *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
+        *(tf.TensorSpec([t, b, *s], tf.float32) for s in state),  # states
+        tf.TensorSpec([b, *obs], dtype),
+        *(tf.TensorSpec([b, *s], tf.float32) for s in state),  # last_state
+        tf.TensorSpec([], tf.float32),
+    ]
+
+
+def compile_update(
+    learner: tf.Module, reduce_gradients: GradientReducer | None, state_shape: Sequence[int] | None = None
+) -> Callable:
+    """``learner._update`` as one compiled function of :func:`update_signature`'s inputs: with
+    XLA unless the config says otherwise, gradients are reduced (Horovod's ops have no XLA
+    kernels) or the networks convolve (XLA compiles those for minutes on CPU)."""
+    jit = learner.config.jit_compile
+    if jit is None:
+        jit = reduce_gradients is None and not has_convolutions(learner)
+    signature = update_signature(learner, state_shape)
+    return tf.function(learner._update, input_signature=signature, jit_compile=jit, autograph=False)
+
+
 def _masked_mean(x: tf.Tensor, w: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(w * x) / n
 
@@ -160,20 +191,7 @@ class PPOLearner(tf.Module):
         n = self.num_steps * self.num_envs
         self.minibatch = min(int(config.minibatch), n)
         self.minibatches_per_epoch = -(-n // self.minibatch)
-        jit = config.jit_compile
-        if jit is None:  # XLA unless gradients are reduced (no XLA kernels) or convolutions (slow XLA on CPU)
-            jit = reduce_gradients is None and not has_convolutions(self)
-        t, b, obs = self.num_steps, self.num_envs, self.obs_shape
-        act = policy.action_spec
-        tb = tf.TensorSpec([t, b], tf.float32)
-        signature = [
-            tf.TensorSpec([t, b, *obs], self.obs_dtype),
-            tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
-            *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
-            tf.TensorSpec([b, *obs], self.obs_dtype),
-            tf.TensorSpec([], tf.float32),
-        ]
-        self.update_fn = tf.function(self._update, input_signature=signature, jit_compile=jit, autograph=False)
+        self.update_fn = compile_update(self, reduce_gradients)
         self._call = flat_caller(self.update_fn)
 
     def replicated_variables(self) -> list[tf.Variable]:
