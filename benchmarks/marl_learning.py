@@ -80,6 +80,9 @@ def baseline(env: dict, episodes: int, num_envs: int, seed: int = 12345) -> tupl
     """(env reference, kwargs, returns) of uniform random actions on the host version of ``env``."""
     kwargs = dict(env.get("kwargs") or {})
     reward = kwargs.pop("reward", "mpe2")
+    physics = kwargs.pop("physics", "mpe2")  # the host envs integrate as mpe2 does
+    if physics != "mpe2":
+        print(f"(the random baseline runs on mpe2's physics, the runs on physics: {physics})")
     ref = env["pettingzoo"]
     if reward == "reference" or "reference" in ref:
         ref = REFERENCE
