@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,51 @@ def test_metrics_equal_single_for_the_same_seed(tmp_path):
     assert len(runs["single"]) == 3
     assert "adversaries/loss" in runs["agent-groups"][0] and "good/return" in runs["agent-groups"][-1]
     assert runs["agent-groups"] == runs["single"]
+
+
+def _rank_pid(rank: int) -> int:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"mappo_simple_tag.main" in cmd and f"HOROVOD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"rank {rank} not found")
+
+
+@pytest.mark.skipif(
+    not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
+)
+def test_a_killed_group_rank_ends_the_job_with_a_clear_error(tmp_path):
+    pytest.importorskip("mpe2.simple_tag_v3")
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--set", "env.num_envs=4"]
+    proc = subprocess.Popen(
+        [*cmd, "--iterations", "1000", "--run-dir", str(run_dir), "--quiet"],
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + 300
+        path = run_dir / "metrics.jsonl"
+        while not (path.exists() and len(path.read_text().splitlines()) >= 2):
+            assert time.monotonic() < end and proc.poll() is None, "no metric lines"
+            time.sleep(0.2)
+        os.kill(_rank_pid(2), signal.SIGKILL)  # the `good` group's rank
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - killed < 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert err.startswith("rlgen run: error: rank 2 died without reporting an error"), err
+    assert err.count("\n") == 1, err  # one line: no TensorFlow log lines, no tracebacks
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
