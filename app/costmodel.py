@@ -110,6 +110,10 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
         overlapped = policy.lag > 0 or policy.asynchronous
         t = max(act, learn) if overlapped else act + learn
         t = max(t, (actors * act + learn) / used)
+    elif policy.cut == "env" and policy.per_group:  # agent-groups: each group's compute on its own rank
+        n = policy.learner_workers(workers)
+        t = env + (infer + buf + update) / n + other + profile.env_calls * (round_trip + transfer)
+        t = max(t, (total + profile.env_calls * round_trip) / used)
     elif policy.cut == "env":
         workers_env, groups = policy.env_workers(workers), policy.env_groups
         trips = profile.env_calls * round_trip  # groups' round trips overlap one another

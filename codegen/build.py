@@ -55,7 +55,7 @@ def fdg_of(result: Result) -> tuple[FDG, Context]:
     """Graph and passes for a validated result (its spec's deploy section says policy and workers)."""
     spec, flow = result.spec, result.flow
     assert spec is not None and flow is not None
-    policy = POLICIES[spec.deploy.policy]
+    policy = POLICIES[spec.deploy.policy].for_groups(tuple(g for g, _ in spec.env.groups or ()))
     workers = spec.deploy.workers
     spaces, _ = resolve_spaces(spec.env)
     try:

@@ -94,6 +94,16 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"policies: {quote_list([*POLICIES, AUTO])}",
         )
         return
+    if policy.per_group:
+        if not spec.env.grouped:
+            yield error(
+                "E610",
+                (*_DEPLOY, "policy"),
+                f"policy '{policy.name}' puts each agent group on its own rank, but the env has no `env.groups`",
+                "use another policy, or declare the agent groups under `env.groups`",
+            )
+            return
+        policy = policy.for_groups(tuple(g for g, _ in spec.env.groups))
     workers = spec.deploy.workers
     if workers < policy.min_workers:
         yield error(
@@ -107,8 +117,11 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
         yield error(
             "E601",
             (*_DEPLOY, "workers"),
-            f"policy '{policy.name}' runs in {policy.max_workers} process, got workers: {workers}",
-            "use a distributed policy, e.g. multi-learner",
+            f"policy '{policy.name}' runs in {policy.max_workers} process"
+            f"{'es' * (policy.max_workers > 1)}, got workers: {workers}",
+            "use a distributed policy, e.g. multi-learner"
+            if policy.max_workers == 1
+            else f"set `workers: {policy.max_workers}`",
         )
         return
     if policy.cut is not None and not any(p.kind == policy.cut for p in spec.partitions.values()):

@@ -280,6 +280,9 @@ class FragmentPlan:
     device_side: str | None = field(default=None, metadata=OPTIONAL)
     #: The observations' element type where it is not float32 (``uint8`` images).
     obs_dtype: str | None = field(default=None, metadata=OPTIONAL)
+    #: The rank whose sampling streams the fragment draws from where not its own: a group's
+    #: fragment under ``agent-groups`` samples as ``single``'s rank 0 does.
+    stream_rank: int | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def fused(self) -> bool:

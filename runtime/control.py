@@ -20,7 +20,8 @@ iteration, over their channel to rank 0, tagged with the iteration:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -39,27 +40,36 @@ Episodes = list[tuple[float, int]]
 PARTS = 7
 
 
-def _encode(episodes: Episodes, parts: Sequence[float]) -> bytes:
-    return pack([np.asarray(parts, np.float64).reshape(PARTS), np.asarray(episodes, np.float64).reshape(-1, 2)])
+def _encode(episodes: Episodes, parts: Sequence[float], metrics: Mapping[str, float] | None = None) -> bytes:
+    rows = np.asarray(episodes, np.float64).reshape(-1, 2)
+    named = json.dumps(dict(metrics or {}), separators=(",", ":")).encode() if metrics else b""
+    return pack([np.asarray(parts, np.float64).reshape(PARTS), np.asarray([len(rows)], np.float64), rows]) + named
 
 
-def _decode(payload: bytes) -> tuple[Episodes, np.ndarray]:
-    parts, rows = unpack(payload, [((PARTS,), "float64"), (((len(payload) - 8 * PARTS) // 16, 2), "float64")])
-    return [(float(r), int(n)) for r, n in rows], parts
+def _decode(payload: bytes) -> tuple[Episodes, np.ndarray, dict[str, float]]:
+    head = 8 * (PARTS + 1)
+    n = int(np.frombuffer(payload, np.float64, 1, 8 * PARTS)[0])
+    parts, _, rows = unpack(payload[: head + 16 * n], [((PARTS,), "float64"), ((1,), "float64"), ((n, 2), "float64")])
+    rest = bytes(payload[head + 16 * n :])
+    metrics = {str(k): float(v) for k, v in json.loads(rest).items()} if rest else {}
+    return [(float(r), int(c)) for r, c in rows], parts, metrics
 
 
 class Report:
     """What rank 0 gathers at the end of an iteration: every rank's finished episodes, whether
-    any was asked to stop, and the other ranks' time per part (summed over their reports)."""
+    any was asked to stop, the other ranks' time per part (summed over their reports) and the
+    learner metrics other ranks log through rank 0 (``agent-groups``: each group's, by name)."""
 
     def __init__(self, episodes: Episodes, interrupted: bool) -> None:
         self.episodes, self.interrupted = list(episodes), interrupted
         self.parts = np.zeros(PARTS)
         self.count = 0  # reports from other ranks
+        self.metrics: dict[str, float] = {}
 
     def add(self, header: int, payload: bytes) -> None:
-        episodes, parts = _decode(payload)
+        episodes, parts, metrics = _decode(payload)
         self.episodes += episodes
+        self.metrics.update(metrics)
         self.interrupted = self.interrupted or bool(header & 1)
         self.parts += parts
         self.count += 1
@@ -79,9 +89,17 @@ class LocalControl:
     def begin(self, start: int) -> int:
         return start
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+    def report(
+        self,
+        iteration: int,
+        episodes: Episodes,
+        interrupted: bool,
+        parts: Sequence[float],
+        metrics: Mapping[str, float] | None = None,
+    ) -> Report:
         """Iteration ``iteration``'s report of every rank as rank 0 counts it (episodes, stop
-        requests, the others' time per part ``parts``); other ranks get their own back."""
+        requests, the others' time per part ``parts``, the learner ``metrics`` a rank other
+        than 0 has rank 0 log); other ranks get their own back."""
         return Report(episodes, interrupted)
 
     def verdict(self, reason: str) -> str:
@@ -106,10 +124,10 @@ class LockstepControl(LocalControl):
             return start
         return self.mesh.recv(0, BEGIN)[0]
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+    def report(self, iteration, episodes, interrupted, parts, metrics=None) -> Report:
         out = Report(episodes, interrupted)
         if self.rank != 0:
-            self.mesh.send(0, REPORT, _encode(episodes, parts), header=_header(iteration, interrupted))
+            self.mesh.send(0, REPORT, _encode(episodes, parts, metrics), header=_header(iteration, interrupted))
             return out
         for r in self.others:
             out.add(*self.mesh.recv(r, REPORT))
@@ -130,9 +148,9 @@ class StreamControl(LockstepControl):
         super().__init__(mesh, rank, size)
         mesh.stop_tag = VERDICT  # a stop verdict interrupts any wait on a channel
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+    def report(self, iteration, episodes, interrupted, parts, metrics=None) -> Report:
         if self.rank != 0:
-            return super().report(iteration, episodes, interrupted, parts)
+            return super().report(iteration, episodes, interrupted, parts, metrics)
         out = Report(episodes, interrupted)
         for r in self.others:
             while (frame := self.mesh.poll(r, REPORT)) is not None:
@@ -163,9 +181,9 @@ class AlignedControl(StreamControl):
         super().__init__(mesh, rank, size)
         self.counted = dict.fromkeys(self.others, -1)  # the last iteration counted, per rank
 
-    def report(self, iteration: int, episodes: Episodes, interrupted: bool, parts: Sequence[float]) -> Report:
+    def report(self, iteration, episodes, interrupted, parts, metrics=None) -> Report:
         if self.rank != 0:
-            return super().report(iteration, episodes, interrupted, parts)
+            return super().report(iteration, episodes, interrupted, parts, metrics)
         out = Report(episodes, interrupted)
         for r in self.others:
             while self.counted[r] < iteration:

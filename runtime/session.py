@@ -86,6 +86,14 @@ class RunConfig:
         return max(1, cores // max(1, local_ranks))
 
 
+def _sent(session: Session, metrics: Any) -> dict[str, float] | None:
+    """What a rank other than 0 has rank 0 log: its agent groups' metrics (``<group>/<metric>``,
+    agent-groups' group ranks); a learner replica's metrics are rank 0's own too."""
+    if session.rank == 0:
+        return None
+    return {k: v for k, v in named_metrics(metrics, session.config.metric_names).items() if "/" in k} or None
+
+
 class Session:
     """One rank's view of a run (see the module docstring)."""
 
@@ -244,7 +252,7 @@ class Session:
         much experience was dropped as too stale (asynchronous actors)."""
         self.clock.lap("comm" if self.distributed else "buffer")  # time since the last lap
         mine = [] if self.rank == 0 else list(self.clock.collect().values())  # rank 0 logs its own
-        report = self.control.report(self.iteration, list(episodes), bool(self.stops), mine)
+        report = self.control.report(self.iteration, list(episodes), bool(self.stops), mine, _sent(self, metrics))
         self.episodes.add(report.episodes)
         self.iteration += 1
         reason = ""
@@ -258,10 +266,10 @@ class Session:
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
-            self._rank0_end(metrics, policy_lag, dropped, report.rest_parts())
+            self._rank0_end(metrics, policy_lag, dropped, report.rest_parts(), report.metrics)
         self.clock.lap("other")
 
-    def _rank0_end(self, metrics: Any, policy_lag: int | None, dropped: int | None, rest: Any) -> None:
+    def _rank0_end(self, metrics: Any, policy_lag: Any, dropped: Any, rest: Any, others: dict) -> None:
         now = time.perf_counter()
         times = self.clock.collect()
         iter_time, self._iter_started = now - self._iter_started, now
@@ -272,7 +280,7 @@ class Session:
             "steps_per_s": round(self.config.steps_per_iteration / iter_time, 1) if iter_time > 0 else None,
             **self.episodes.record(),
         }
-        learned = named_metrics(metrics, self.config.metric_names)
+        learned = {**others, **named_metrics(metrics, self.config.metric_names)}
         record.update(learned)
         if policy_lag is not None:
             record["policy_lag"] = int(policy_lag)

@@ -172,8 +172,15 @@ def lower_components(
                 kind = spec.components[comp_name].kind
                 heads[comp_name] = (start, start + size) if kind == "policy" else start
                 start += size
+    # a component's sampling seed is its index among the loop's compute components, so that a
+    # group's fragment under agent-groups seeds its components as `single`'s one fragment does
+    seeded_as = names
+    if ctx.policy.per_group:
+        every = {c for f in fdg.fragments if f.kind == "compute" for c in components_of(fdg, ctx, f)}
+        seeded_as = [c for c in spec.components if c in every]
     components = []
-    for i, name in enumerate(names):
+    for name in names:
+        i = seeded_as.index(name)
         comp = spec.components[name]
         network = comp.get("network") if comp.kind in ("policy", "value", "qvalue") else None
         options = LOWER[comp.kind](k, name)

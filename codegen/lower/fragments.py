@@ -133,6 +133,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
         replicas=frag.replicas,
         obs_shape=tuple(ctx.spaces.observation.shape),
         obs_dtype=None if ctx.spaces.observation.dtype == "float32" else ctx.spaces.observation.dtype,
+        stream_rank=0 if ctx.policy.per_group and frag.kind == "compute" else None,
         action=action_plan(ctx),
         action_dtype="int32" if act.kind == "discrete" else "float32",
         action_shape=tuple(() if act.kind == "discrete" else act.shape),

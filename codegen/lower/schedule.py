@@ -148,6 +148,8 @@ def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tu
             value = next((o for o in node.outputs if graph.edge(o).type == "metrics"), None)
             if value is not None and value in known and graph.edge(value).group:
                 out.append((graph.edge(value).group, value))
+    if not out and any(f.kind == "env" for f in frags):  # the env's rank alone: the groups' returns
+        return ()
     return tuple(out) or None
 
 

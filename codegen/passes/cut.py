@@ -44,11 +44,12 @@ def cut_at_partitions(fdg: FDG, ctx: Context) -> FDG:
     """Give every node a side of the policy's cut and put it in a fragment (one call per step)."""
     partition, sides = _sides(fdg, ctx)
     roles = {r.side: r.name for r in ctx.policy.roles}
+    groups = _node_groups(fdg) if ctx.policy.per_group else {}
     members: dict[str, list] = {}
     meta: dict[str, tuple[str, str, str]] = {}
     for node in fdg.graph.nodes:
         side = sides[node.id]
-        role = roles[side]
+        role = groups.get(node.id, roles[side]) if side == "learning" else roles[side]
         kind = "env" if node.placement == "env" else "compute"
         name = fragment_name(role, kind)
         members.setdefault(name, []).append(node)
@@ -75,6 +76,18 @@ def cut_at_partitions(fdg: FDG, ctx: Context) -> FDG:
         sides=tuple(sides.items()),
         fragments=tuple(fragments),
     )
+
+
+def _node_groups(fdg: FDG) -> dict[str, str]:
+    """node → the agent group of the values it reads or writes (``agent-groups``' roles)."""
+    out: dict[str, str] = {}
+    for edge in fdg.graph.edges:
+        if edge.group is None:
+            continue
+        for nid in (edge.producer, *edge.consumers):
+            if nid and fdg.graph.node(nid).placement != "env":
+                out.setdefault(nid, edge.group)
+    return out
 
 
 def _single_step(node, siblings) -> Step:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rlgen.codegen.policies import (
     actors_learner,
+    agent_groups,
     async_actors,
     central_inference,
     multi_learner,
@@ -14,7 +15,7 @@ from rlgen.codegen.policies.base import DistributionPolicy, Edge, Role
 
 POLICIES: dict[str, DistributionPolicy] = {
     p.POLICY.name: p.POLICY
-    for p in (single, actors_learner, central_inference, pipelined_inference, multi_learner, async_actors)
+    for p in (single, actors_learner, central_inference, pipelined_inference, multi_learner, async_actors, agent_groups)
 }
 
 #: Not a policy but a request: ``rlgen run`` profiles the spec and picks one (rlgen.runtime.auto).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 #: Horovod collectives: every rank of the process set takes part, each one a meeting.
@@ -27,6 +28,8 @@ class Role:
     side: str
 
     def rank_list(self, workers: int) -> list[int]:
+        if self.ranks.isdigit():  # one rank (a per-group role of ``agent-groups``)
+            return [int(self.ranks)] if int(self.ranks) < workers else []
         return {"0": [0], "rest": list(range(1, workers)), "all": list(range(workers))}[self.ranks]
 
 
@@ -83,6 +86,36 @@ class DistributionPolicy:
     #: Carries a loop with several agent groups (``env.groups``): each group's values their own
     #: batch. Only the policies that say so build such loops.
     agent_groups: bool = False
+    #: One role per agent group (rank 1 + i for group i), in place of the learning role: the
+    #: policy as built for a spec comes from :meth:`for_groups`.
+    per_group: bool = False
+
+    def for_groups(self, groups: tuple[str, ...]) -> DistributionPolicy:
+        """A ``per_group`` policy for a spec with these agent groups: the learning role becomes
+        one role per group, on rank 1 + its index, with the learning role's edges."""
+        if not self.per_group or not groups:
+            return self
+        learning = self.role(self.learner_role)
+        roles = tuple(r for r in self.roles if r is not learning) + tuple(
+            Role(g, str(i + 1), learning.side) for i, g in enumerate(groups)
+        )
+
+        def each(name: str, g: str) -> str:
+            return g if name == learning.name else name
+
+        edges = tuple(
+            dict.fromkeys(
+                dataclasses.replace(e, src=each(e.src, g), dst=each(e.dst, g)) for e in self.edges for g in groups
+            )
+        )
+        return dataclasses.replace(
+            self,
+            roles=roles,
+            edges=edges,
+            min_workers=1 + len(groups),
+            max_workers=1 + len(groups),
+            learner_role=groups[0],
+        )
 
     def role(self, name: str) -> Role:
         return next(r for r in self.roles if r.name == name)

@@ -1,0 +1,142 @@
+"""The ``agent-groups`` policy: the env on rank 0, each agent group's fragment on its own rank.
+
+Builds are checked for placement and seeding; a short run of examples/mappo-simple-tag.rl.yaml
+must log exactly ``single``'s metrics for the same seed (timings aside)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "mappo-simple-tag.rl.yaml"
+GROUP_VALUES = {
+    "send": ["action_adv", "action_good"],
+    "receive": [
+        *(f"{v}_adv" for v in ("next_obs", "reward", "terminated", "truncated", "next_state")),
+        *(f"{v}_good" for v in ("next_obs", "reward", "terminated", "truncated", "next_state")),
+    ],
+}
+
+
+def spec(tmp_path: Path, policy: str = "agent-groups", workers: int = 3, name: str = "tag") -> Path:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["partitions"] = {"env": {"at": "env.step", **GROUP_VALUES}}
+    data["deploy"] = {"policy": policy, "workers": workers}
+    data["train"].pop("checkpoint", None)
+    path = tmp_path / f"{name}.rl.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def rlgen(*args, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1"}
+    cmd = [sys.executable, "-m", "rlgen", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_each_group_runs_on_its_own_rank_and_samples_as_single(tmp_path):
+    r = rlgen("build", spec(tmp_path), "-o", tmp_path / "b", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    assert {r["rank"]: (r["role"], tuple(r["fragments"])) for r in plan["ranks"]} == {
+        0: ("env", ("env_worker",)),
+        1: ("adversaries", ("adversaries",)),
+        2: ("good", ("good",)),
+    }
+    dot = (tmp_path / "b" / "fdg.dot").read_text()
+    assert "role adversaries: ranks [1]" in dot and "role good: ranks [2]" in dot
+    pkg = tmp_path / "b" / "mappo_simple_tag"
+    good = (pkg / "good.py").read_text()
+    assert "replica_seed(seed, 0)" in good  # rank 0's streams, as under single
+    assert "seed=stream + 104" in good and "seed=stream + 107" in good  # single's numbering
+    assert "actor_adv" not in good
+    single = rlgen("build", spec(tmp_path, "single", 1, "one"), "-o", tmp_path / "s", cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    agent = (tmp_path / "s" / "mappo_simple_tag" / "agent.py").read_text()
+    assert "seed=stream + 104" in agent and "seed=stream + 107" in agent
+
+
+def test_agent_groups_needs_groups_and_one_rank_per_group(tmp_path):
+    r = rlgen("validate", spec(tmp_path, workers=2), cwd=tmp_path)
+    assert r.returncode == 1 and "E601" in r.stdout + r.stderr
+    r = rlgen("validate", ROOT / "examples" / "ppo-cartpole.rl.yaml", "--policy", "agent-groups", cwd=tmp_path)
+    assert r.returncode == 1 and "E610" in r.stdout + r.stderr
+
+
+@pytest.mark.skipif(
+    not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
+)
+def test_metrics_equal_single_for_the_same_seed(tmp_path):
+    pytest.importorskip("mpe2.simple_tag_v3")
+    runs = {}
+    for policy, workers in (("single", 1), ("agent-groups", 3)):
+        run_dir = tmp_path / policy
+        path = spec(tmp_path, policy, workers, policy.replace("-", "_"))
+        r = rlgen("run", path, "--set", "env.num_envs=4", "--iterations", 3, "--run-dir", run_dir, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        timing = ("time", "steps_per_s")
+        runs[policy] = [
+            {k: v for k, v in json.loads(line).items() if k not in timing and "time_" not in k} for line in lines
+        ]
+    assert len(runs["single"]) == 3
+    assert "adversaries/loss" in runs["agent-groups"][0] and "good/return" in runs["agent-groups"][-1]
+    assert runs["agent-groups"] == runs["single"]
+
+
+def _rank_pid(rank: int) -> int:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"mappo_simple_tag.main" in cmd and f"HOROVOD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"rank {rank} not found")
+
+
+@pytest.mark.skipif(
+    not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
+)
+def test_a_killed_group_rank_ends_the_job_with_a_clear_error(tmp_path):
+    pytest.importorskip("mpe2.simple_tag_v3")
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--set", "env.num_envs=4"]
+    proc = subprocess.Popen(
+        [*cmd, "--iterations", "1000", "--run-dir", str(run_dir), "--quiet"],
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + 300
+        path = run_dir / "metrics.jsonl"
+        while not (path.exists() and len(path.read_text().splitlines()) >= 2):
+            assert time.monotonic() < end and proc.poll() is None, "no metric lines"
+            time.sleep(0.2)
+        os.kill(_rank_pid(2), signal.SIGKILL)  # the `good` group's rank
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - killed < 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert err.startswith("rlgen run: error: rank 2 died without reporting an error"), err
+    assert err.count("\n") == 1, err  # one line: no TensorFlow log lines, no tracebacks
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
