@@ -20,6 +20,7 @@ TensorFlow-free: ``validate`` applies it to read the spaces, env ranks to step.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -31,9 +32,13 @@ ATARI_MAKE = {"frameskip": 1}
 
 
 def register() -> None:
-    """Register ALE's envs with gymnasium (``ale-py``: ``pip install rlgen[atari]``)."""
+    """Register ALE's envs with gymnasium (``ale-py``: ``pip install rlgen[atari]``). ALE's
+    banner and its info lines, printed by every env it makes, are kept to errors unless
+    ``RLGEN_DEBUG`` is set: no command prints a third-party log line by default."""
     import ale_py
 
+    if not os.environ.get("RLGEN_DEBUG"):
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     gym.register_envs(ale_py)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import io
 import re
 import tokenize
@@ -144,7 +145,10 @@ def renamed(data: dict, spec: Spec) -> dict:
     ours |= {b.name for b in spec.loop.blocks}
 
     def ren(name):
-        return f"qx{name}xq" if isinstance(name, str) and name in ours else name
+        if not (isinstance(name, str) and name in ours):
+            return name
+        # names stay within the language's 64 characters: a long one gets a digest of itself
+        return f"qx{name}xq" if len(name) <= 60 else f"qx{hashlib.sha1(name.encode()).hexdigest()[:16]}xq"
 
     def call(text: str) -> str:
         c = parse_call(text)

@@ -3,6 +3,8 @@ and whole-game unclipped scores in the vector env's statistics."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,20 @@ def test_vector_env_reports_whole_games():
     score, length = vec.completed[0]
     assert score >= 0 and length > 50  # a whole game: 5 lives of random play
     vec.close()
+
+
+def test_ale_prints_nothing_unless_debugging(tmp_path) -> None:
+    """ALE prints a banner for every env it makes; rlgen keeps it to errors (RLGEN_DEBUG shows it)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "RLGEN_DEBUG"}
+    spec = ROOT / "examples" / "ppo-breakout.rl.yaml"
+    cmd = [sys.executable, "-m", "rlgen", "build", str(spec), "-o", str(tmp_path / "b")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "A.L.E" not in r.stdout + r.stderr, r.stdout + r.stderr
+    code = "from rlgen.dsl import atari; atari.make('ALE/Pong-v5').close()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "RLGEN_DEBUG": "1"})
+    assert "A.L.E" in r.stdout + r.stderr  # the mechanism, not the host: debugging shows it again
