@@ -73,6 +73,15 @@ def _conv(c_in: int, filters: int, kernel: int, stride: int, padding: str, make,
 class _ImageNet(tf.Module):
     """What both image networks share: dense layers after the torso, and the fused heads."""
 
+    def _start(self, input_shape: Sequence[int], activation: str, init: str, seed: int):
+        """Set the input shape and activation; the input's (height, width, channels), the
+        initializer, the hidden layers' gain and the seeded generator every layer draws from."""
+        self.input_shape = tuple(int(d) for d in input_shape)
+        _, hwc = _layout(self.input_shape)
+        self._activation = ACTIVATIONS[activation]
+        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        return hwc, INITIALIZERS[init], gain, np.random.default_rng(seed)
+
     def _finish(self, flat: int, dense: Sequence[int], heads, make, gain, rng) -> None:
         sizes = [flat, *(int(d) for d in dense)]
         pairs = enumerate(zip(sizes[:-1], sizes[1:], strict=True))
@@ -119,11 +128,7 @@ class ConvNet(_ImageNet):
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
-        self.input_shape = tuple(int(d) for d in input_shape)
-        _, (h, w, c) = _layout(self.input_shape)
-        self._activation = ACTIVATIONS[activation]
-        make, rng = INITIALIZERS[init], np.random.default_rng(seed)
-        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        (h, w, c), make, gain, rng = self._start(input_shape, activation, init, seed)
         self.convs = []
         for i, (filters, kernel, stride) in enumerate(layers):
             self.convs.append(_conv(c, filters, kernel, stride, "VALID", make, gain, rng, f"conv_{i}"))
@@ -156,11 +161,7 @@ class ImpalaNet(_ImageNet):
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
-        self.input_shape = tuple(int(d) for d in input_shape)
-        _, (h, w, c) = _layout(self.input_shape)
-        self._activation = ACTIVATIONS[activation]
-        make, rng = INITIALIZERS[init], np.random.default_rng(seed)
-        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+        (h, w, c), make, gain, rng = self._start(input_shape, activation, init, seed)
         self.stacks = []
         for i, ch in enumerate(channels):
             convs = [_conv(c, ch, 3, 1, "SAME", make, gain, rng, f"stack_{i}_conv")]

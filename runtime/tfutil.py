@@ -89,19 +89,25 @@ def concrete_caller(concrete: Any, device: str | None = None) -> FlatCall:
     return call_public
 
 
-def _bound_caller(concrete: Any, device: str) -> FlatCall:
-    """:func:`_direct_caller` with ``device`` bound: the runtime's execute with the device
-    string given once (``quick_execute`` reads the context's device on every call)."""
-    from tensorflow.python import pywrap_tfe
-    from tensorflow.python.eager import core
-
+def _call_parts(concrete: Any) -> tuple[Any, str, int, tuple, list]:
+    """What executing a concrete function's graph takes: the eager context, the function's
+    name, its number of outputs, its call attributes and its captured inputs."""
     atomic = concrete._inference_function
     ctx = context.context()
     name = atomic.name
     name = name.decode() if isinstance(name, bytes) else str(name)
     num_outputs = len(atomic.function_type.flat_outputs)
     attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
-    captures = list(concrete.captured_inputs)
+    return ctx, name, num_outputs, attrs, list(concrete.captured_inputs)
+
+
+def _bound_caller(concrete: Any, device: str) -> FlatCall:
+    """:func:`_direct_caller` with ``device`` bound: the runtime's execute with the device
+    string given once (``quick_execute`` reads the context's device on every call)."""
+    from tensorflow.python import pywrap_tfe
+    from tensorflow.python.eager import core
+
+    ctx, name, num_outputs, attrs, captures = _call_parts(concrete)
     execute = pywrap_tfe.TFE_Py_Execute
 
     def call_bound(*args: tf.Tensor) -> Sequence[tf.Tensor]:
@@ -118,13 +124,7 @@ def _bound_caller(concrete: Any, device: str) -> FlatCall:
 def _direct_caller(concrete: Any) -> FlatCall:
     from tensorflow.python.eager import execute
 
-    atomic = concrete._inference_function
-    ctx = context.context()
-    name = atomic.name
-    name = name.decode() if isinstance(name, bytes) else str(name)
-    num_outputs = len(atomic.function_type.flat_outputs)
-    attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
-    captures = list(concrete.captured_inputs)
+    ctx, name, num_outputs, attrs, captures = _call_parts(concrete)
     quick_execute = execute.quick_execute
 
     def call_direct(*args: tf.Tensor) -> Sequence[tf.Tensor]:
