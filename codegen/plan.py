@@ -415,6 +415,9 @@ class RunPlan:
     episode_capacity: int
     run_root: str
     threaded_roles: tuple[str, ...] = ()  # roles whose ranks take their host's spare cores
+    #: Roles whose ranks checkpoint their own fragment (``agent-groups``: each group's rank, in
+    #: ``checkpoints/<role>/``); None where rank 0 holds every learner.
+    group_checkpoints: tuple[str, ...] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,13 @@ def aslist(value: Any) -> Any:
 
 
 def fields(value: Any) -> list[tuple[str, Any]]:
-    """``(name, value)`` of each field of a dataclass, in order (e.g. keyword arguments to render)."""
-    return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    """``(name, value)`` of each field of a dataclass, in order (e.g. keyword arguments to render);
+    an optional field (``omit_none``) left at None is left out."""
+    return [
+        (f.name, getattr(value, f.name))
+        for f in dataclasses.fields(value)
+        if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)
+    ]
 
 
 def environment() -> jinja2.Environment:

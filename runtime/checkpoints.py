@@ -13,6 +13,12 @@ candidate is used when its run state is whole and every tensor of it can be read
 data file fails here, before anything is restored); a damaged one moves to
 ``checkpoints/damaged/`` (kept for whoever wants to look, and out of the ``keep`` count) and
 the next older one stands in for it.
+
+Under ``agent-groups`` each group's rank holds its own learner and saves it in
+``checkpoints/<group>/`` at the same env steps (the ranks run in lockstep), and rank 0 saves
+only the run state and the iteration. A resume point is a run state whose every group has its
+checkpoint at those steps, intact: rank 0 picks the newest such, and each group's rank restores
+its own checkpoint there (:meth:`Checkpoints.restore_at`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +77,23 @@ def _readable(path: Path) -> str | None:
 
 
 class Checkpoints:
-    """Rank 0's checkpoints of ``module`` and the iteration counter (see the module docstring)."""
+    """Rank 0's checkpoints of ``module`` and the iteration counter (see the module docstring).
 
-    def __init__(self, run_dir: RunDir, module: Any, keep: int) -> None:
+    ``group``: a group's rank under ``agent-groups``, saving its ``module`` in
+    ``checkpoints/<group>/``; ``groups``: rank 0 there (``module`` None), whose resume points
+    need every one of those groups' checkpoints."""
+
+    def __init__(
+        self, run_dir: RunDir, module: Any, keep: int, group: str | None = None, groups: Sequence[str] = ()
+    ) -> None:
         import tensorflow as tf
 
         self.run_dir, self.keep = run_dir, keep
-        self.directory = run_dir.checkpoints
+        self.group, self.groups = group, tuple(groups)
+        self.directory = run_dir.checkpoints / group if group else run_dir.checkpoints
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
-        self._checkpoint = tf.train.Checkpoint(module=module, iteration=self.iteration)
+        parts = {"iteration": self.iteration} if module is None else {"module": module, "iteration": self.iteration}
+        self._checkpoint = tf.train.Checkpoint(**parts)
         self._manager: Any = None
 
     def _managed(self) -> Any:
@@ -94,7 +109,7 @@ class Checkpoints:
         tried = []
         for path in _on_disk(self.directory):
             state = read_state(path)
-            why = "no run state" if state is None else _readable(path)
+            why = "no run state" if state is None else self._groups_missing(path) or _readable(path)
             if why is None:
                 try:
                     self._checkpoint.restore(str(path)).assert_existing_objects_matched()
@@ -112,6 +127,37 @@ class Checkpoints:
         detail = f": {', '.join(tried)} unusable (moved to {self.directory / 'damaged'})" if tried else ""
         raise NoCheckpoint(f"--resume: no intact checkpoint in {self.directory}{detail}")
 
+    def _groups_missing(self, path: Path) -> str | None:
+        """Why a group's checkpoint at ``path``'s steps cannot be used (None: every one is intact)."""
+        for group in self.groups:
+            theirs = self.directory / group / path.name
+            if not theirs.with_name(theirs.name + ".index").exists():
+                return f"group {group}'s checkpoint is missing"
+            if (why := _readable(theirs)) is not None:
+                return f"group {group}'s checkpoint: {why}"
+        return None
+
+    def restore_at(self, iteration: int, env_steps: int) -> str:
+        """Restore this group's checkpoint at ``env_steps``, the resume point rank 0 chose
+        (:class:`NoCheckpoint` when it is missing or damaged); returns its path."""
+        path = self.directory / f"ckpt-{env_steps}"
+        why = None if path.with_name(path.name + ".index").exists() else "missing"
+        why = why or _readable(path)
+        if why is None:
+            try:
+                self._checkpoint.restore(str(path)).assert_existing_objects_matched()
+            except Exception as exc:  # noqa: BLE001 - the checkpoint does not fit this build
+                why = type(exc).__name__
+        if why is not None:
+            raise NoCheckpoint(f"--resume: group {self.group}'s checkpoint {path} at {env_steps} env steps: {why}")
+        for newer in _on_disk(self.directory):  # past the resume point: a timeline given up
+            if int(newer.name.split("-")[1]) > env_steps:
+                for part in self.directory.glob(f"{newer.name}.*"):
+                    part.unlink(missing_ok=True)
+        self.iteration.assign(iteration)
+        self._reindex(path)
+        return str(path)
+
     def save(self, iteration: int, env_steps: int, state: dict[str, Any]) -> None:
         """Save the module with ``state`` (see the module docstring); the previous checkpoint
         stays until this one is whole."""
@@ -121,7 +167,8 @@ class Checkpoints:
         write_atomic(self.directory / f"ckpt-{env_steps}.state.json", text)
         manager = self._managed()
         manager.save(checkpoint_number=env_steps)
-        write_atomic(self.run_dir.state, text)
+        if self.group is None:  # the run's state, for people (a group's rank has none of its own)
+            write_atomic(self.run_dir.state, text)
         kept = {Path(p).name for p in manager.checkpoints}
         for old in self.directory.glob("ckpt-*.state.json"):
             if old.name.removesuffix(".state.json") not in kept:
@@ -135,12 +182,25 @@ class Checkpoints:
 
     def _reindex(self, restored: Path) -> None:
         """TensorFlow's index lists the checkpoints on disk with ``restored`` the newest, so that
-        the ``keep`` count is of intact ones (a deleted index is written anew)."""
+        the ``keep`` count is of intact ones (a deleted index is written anew). Each gets a
+        timestamp after the last preserved one: without them TensorFlow's manager takes the
+        listed checkpoints as preserved for good, never counts them towards ``keep`` (so their
+        run states were deleted at the next save) and never deletes their files."""
         import tensorflow as tf
 
         paths = sorted(_on_disk(self.directory), key=lambda p: int(p.name.split("-")[1]))
+        stamps: list[float] = []
+        for p in paths:  # in step order, strictly increasing, none in the future
+            made = p.with_name(p.name + ".index").stat().st_mtime
+            stamps.append(max(made, stamps[-1] + 1e-3) if stamps else made)
+        now = time.time()
+        stamps = [min(t, now - 1e-3 * (len(stamps) - i)) for i, t in enumerate(stamps)]
         tf.compat.v1.train.update_checkpoint_state(
-            str(self.directory), str(restored), all_model_checkpoint_paths=[str(p) for p in paths]
+            str(self.directory),
+            str(restored),
+            all_model_checkpoint_paths=[str(p) for p in paths],
+            all_model_checkpoint_timestamps=stamps,
+            last_preserved_timestamp=(stamps[0] if stamps else now) - 1.0,
         )
         self._manager = None
         self._managed()

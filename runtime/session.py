@@ -72,6 +72,7 @@ class RunConfig:
     episode_capacity: int = 1024  # most episodes one rank can finish in one iteration
     run_root: str = "runs"  # where runs go without --run-dir (train.run_dir)
     threaded_roles: tuple[str, ...] = ()  # roles whose ranks take their host's spare cores
+    group_checkpoints: tuple[str, ...] | None = None  # agent-groups: the roles checkpointing their own
 
     @property
     def iterations(self) -> int:
@@ -181,21 +182,31 @@ class Session:
         return min(1.0, self.iteration / self.config.iterations)
 
     # --- set-up -----------------------------------------------------------------------
-    def attach(self, module: Any, policy: Any = None, sync: Sequence[Any] = ()) -> None:
+    def attach(self, module: Any, policy: Any = None, sync: Sequence[Any] = (), checkpoints: str | None = None) -> None:
         """Register the module that holds the learner (checkpointed on rank 0) and the policy
         to evaluate and export. On resume, rank 0 restores it; ``sync`` variables (learner
-        state that must be equal on every rank holding it) are then broadcast from rank 0."""
+        state that must be equal on every rank holding it) are then broadcast from rank 0.
+        ``checkpoints``: this rank's agent group, whose learner it checkpoints itself
+        (``agent-groups``; restored in :meth:`begin`, at the resume point rank 0 chose)."""
         self._module, self._policy = module, policy
         self.evaluation.policy = policy
         if self.rank == 0:
-            self._checkpoints = Checkpoints(self.run_dir, module, self.config.checkpoint_keep)
-            if self.resume:
-                path, state = self._checkpoints.restore(self.progress.note)
-                self._resume_from(path, state)
+            self._open_checkpoints(module)
+        elif checkpoints is not None:
+            self._checkpoints = Checkpoints(self.run_dir, module, self.config.checkpoint_keep, group=checkpoints)
         if self.distributed and sync:
             from . import comm
 
             comm.broadcast_variables(list(sync), root_rank=0)
+
+    def _open_checkpoints(self, module: Any) -> None:
+        """Rank 0's checkpoints (of ``module``; only the run state where the groups hold the
+        learners), restored on resume."""
+        groups = self.config.group_checkpoints or ()
+        self._checkpoints = Checkpoints(self.run_dir, module, self.config.checkpoint_keep, groups=groups)
+        if self.resume:
+            path, state = self._checkpoints.restore(self.progress.note)
+            self._resume_from(path, state)
 
     def _resume_from(self, path: str, state: dict[str, Any]) -> None:
         self.start_iteration = int(state["iteration"])
@@ -210,8 +221,14 @@ class Session:
 
     def begin(self) -> None:
         """Agree on the first iteration (rank 0's, after a resume) and open the rows."""
+        if self.rank == 0 and self._checkpoints is None and self.config.group_checkpoints:
+            self._open_checkpoints(None)  # agent-groups: rank 0 steps the env, the groups learn
         self.start_iteration = self.control.begin(self.start_iteration)
         self.iteration = self.start_iteration
+        if self.rank != 0 and self._checkpoints is not None:  # a group's own learner
+            self._last_checkpoint_steps = self.env_steps
+            if self.resume:
+                self._checkpoints.restore_at(self.iteration, self.env_steps)
         if self.rank == 0:
             cfg = self.config
             every = 1 if self.calibrate else iterations_per_row(cfg.steps_per_iteration)
@@ -267,6 +284,8 @@ class Session:
             self.clock.lap("comm")
         if self.rank == 0:
             self._rank0_end(metrics, policy_lag, dropped, report.rest_parts(), report.metrics)
+        elif self._checkpoints is not None and self._checkpoint_due():
+            self.checkpoint()  # a group's rank, at the steps rank 0 saves the run state
         self.clock.lap("other")
 
     def _rank0_end(self, metrics: Any, policy_lag: Any, dropped: Any, rest: Any, others: dict) -> None:
@@ -311,14 +330,14 @@ class Session:
         """Save the learner and the run state (rank 0; :mod:`rlgen.runtime.checkpoints`)."""
         if self._checkpoints is None:
             return
-        state = {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            **self.episodes.state(),
-            "elapsed": self.elapsed,
-            "checkpoint": f"ckpt-{self.env_steps}",
-            **self.evaluation.state(),
-        }
+        state: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps}
+        if self.rank == 0:
+            state.update(
+                **self.episodes.state(),
+                elapsed=self.elapsed,
+                checkpoint=f"ckpt-{self.env_steps}",
+                **self.evaluation.state(),
+            )
         self._checkpoints.save(self.iteration, self.env_steps, state)
         self._last_checkpoint_steps = self.env_steps
 
@@ -328,6 +347,8 @@ class Session:
         done = {"stop_reason": self.stop_reason, "iteration": self.iteration, **digests(self._module)}
         self.run_dir.rank_file(self.rank, "done").write_text(json.dumps(done) + "\n")
         if self.rank != 0:
+            if self._checkpoints is not None and not self.calibrate:
+                self.checkpoint()  # a group's rank: its learner, where rank 0 saves the run state
             if self.lifeline is not None:
                 self.lifeline.send("done", **done)
             return
@@ -340,7 +361,7 @@ class Session:
                 self._export_to(self.run_dir.policy())
             self.evaluation.close()
         self.trial.end(self.env_steps, self.elapsed)
-        summary = self.summary(final_eval)
+        summary = run_summary(self, final_eval)
         status = {"interrupted": "interrupted", "terminated": "terminated", "switch": "switching"}
         status = "calibrated" if self.calibrate else status.get(self.stop_reason, "finished")
         doc = self._write_status(status, summary)
@@ -350,27 +371,6 @@ class Session:
             self.progress.finish({**summary, "build_dir": doc.get("build_dir")})
         if self.lifeline is not None:
             self.lifeline.send("done", **done, status=status)
-
-    def summary(self, final_eval: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """The run as ``run.json`` and the closing line say it (``final_eval``: the closing evaluation's fields)."""
-        best, process, trial = self.evaluation.best, self.evaluation.process, self.trial
-        out = {
-            "stop_reason": self.stop_reason,
-            "iterations": self.iteration,
-            "env_steps": self.env_steps,
-            "episodes": self.episodes.count,
-            "mean_return": self.episodes.mean_return,
-            "best_eval": {"mean_return": best[0], "env_steps": best[1]} if best else None,
-            "elapsed": round(self.elapsed, 3),
-            **({"eval_s": round(self.evaluation.seconds, 3)} if self.config.eval_every else {}),
-            "run_dir": str(self.run_dir.path),
-            **({"eval_process": process.started} if process is not None else {}),
-        }
-        if trial.speed is not None:
-            out.update(trial_steps_per_s=round(trial.speed, 1), trial_measured_over=trial.measured_over)
-        if final_eval:
-            out["final_eval"] = {"mean_return": final_eval["eval_mean_return"], "std": final_eval["eval_std_return"]}
-        return out
 
     def fail(self, error: BaseException) -> None:
         """Record a failure of this rank (:func:`rlgen.runtime.failures.report_failure`); rank 0
@@ -394,6 +394,28 @@ class Session:
     def _write_status(self, status: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         fields = {"name": self.config.name, "status": status, "workers": self.size, **(extra or {})}
         return self.run_dir.update(fields, defaults={"config": asdict(self.config)})
+
+
+def run_summary(session: Session, final_eval: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The run as ``run.json`` and the closing line say it (``final_eval``: the closing evaluation's fields)."""
+    best, process, trial = session.evaluation.best, session.evaluation.process, session.trial
+    out = {
+        "stop_reason": session.stop_reason,
+        "iterations": session.iteration,
+        "env_steps": session.env_steps,
+        "episodes": session.episodes.count,
+        "mean_return": session.episodes.mean_return,
+        "best_eval": {"mean_return": best[0], "env_steps": best[1]} if best else None,
+        "elapsed": round(session.elapsed, 3),
+        **({"eval_s": round(session.evaluation.seconds, 3)} if session.config.eval_every else {}),
+        "run_dir": str(session.run_dir.path),
+        **({"eval_process": process.started} if process is not None else {}),
+    }
+    if trial.speed is not None:
+        out.update(trial_steps_per_s=round(trial.speed, 1), trial_measured_over=trial.measured_over)
+    if final_eval:
+        out["final_eval"] = {"mean_return": final_eval["eval_mean_return"], "std": final_eval["eval_std_return"]}
+    return out
 
 
 def digests(module: Any) -> dict[str, str]:

@@ -52,6 +52,7 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("mappo-simple-spread", "async-actors", 3),
     # mappo-simple-tag has two agent groups: only the policies that carry groups build it
     ("mappo-simple-tag", "single", 1),
+    ("mappo-simple-tag", "agent-groups", 3),
     ("ppo-breakout", "single", 1),
     ("ppo-breakout", "actors-learner", 3),
     ("ppo-breakout", "central-inference", 3),

@@ -28,11 +28,15 @@ GROUP_VALUES = {
 }
 
 
-def spec(tmp_path: Path, policy: str = "agent-groups", workers: int = 3, name: str = "tag") -> Path:
+def spec(
+    tmp_path: Path, policy: str = "agent-groups", workers: int = 3, name: str = "tag", checkpoint: int | None = None
+) -> Path:
     data = yaml.safe_load(EXAMPLE.read_text())
-    data["partitions"] = {"env": {"at": "env.step", **GROUP_VALUES}}
+    assert data["partitions"] == {"env": {"at": "env.step", **GROUP_VALUES}}  # the example cuts where agent-groups does
     data["deploy"] = {"policy": policy, "workers": workers}
     data["train"].pop("checkpoint", None)
+    if checkpoint:
+        data["train"]["checkpoint"] = {"every": checkpoint, "keep": 3}
     path = tmp_path / f"{name}.rl.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -111,10 +115,18 @@ def _rank_pid(rank: int) -> int:
 @pytest.mark.skipif(
     not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
 )
-def test_a_killed_group_rank_ends_the_job_with_a_clear_error(tmp_path):
+def _saved_by_all(checkpoints: Path) -> list[str]:
+    """Checkpoints (``ckpt-<steps>``) that rank 0 and both groups have saved."""
+    mine = {p.name.removesuffix(".state.json") for p in checkpoints.glob("ckpt-*.state.json")}
+    for group in ("adversaries", "good"):
+        mine &= {p.name.removesuffix(".index") for p in (checkpoints / group).glob("ckpt-*.index")}
+    return sorted(mine, key=lambda name: int(name.split("-")[1]))
+
+
+def test_a_killed_group_rank_ends_the_job_with_a_clear_error_and_resumes_from_its_checkpoints(tmp_path):
     pytest.importorskip("mpe2.simple_tag_v3")
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path)), "--set", "env.num_envs=4"]
+    cmd = [sys.executable, "-m", "rlgen", "run", str(spec(tmp_path, checkpoint=200)), "--set", "env.num_envs=4"]
     proc = subprocess.Popen(
         [*cmd, "--iterations", "1000", "--run-dir", str(run_dir), "--quiet"],
         cwd=tmp_path,
@@ -126,8 +138,10 @@ def test_a_killed_group_rank_ends_the_job_with_a_clear_error(tmp_path):
     try:
         end = time.monotonic() + 300
         path = run_dir / "metrics.jsonl"
-        while not (path.exists() and len(path.read_text().splitlines()) >= 2):
-            assert time.monotonic() < end and proc.poll() is None, "no metric lines"
+        while not (path.exists() and len(path.read_text().splitlines()) >= 2) or not _saved_by_all(
+            run_dir / "checkpoints"
+        ):
+            assert time.monotonic() < end and proc.poll() is None, "no metric lines and checkpoints"
             time.sleep(0.2)
         os.kill(_rank_pid(2), signal.SIGKILL)  # the `good` group's rank
         killed = time.monotonic()
@@ -140,3 +154,14 @@ def test_a_killed_group_rank_ends_the_job_with_a_clear_error(tmp_path):
     assert err.startswith("rlgen run: error: rank 2 died without reporting an error"), err
     assert err.count("\n") == 1, err  # one line: no TensorFlow log lines, no tracebacks
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    # the last checkpoint every rank saved is kept, and the run goes on from it
+    kept = _saved_by_all(run_dir / "checkpoints")
+    assert kept
+    r = rlgen("run", "--resume", run_dir, "--iterations", 2, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    steps = int(kept[-1].split("-")[1])
+    assert f"resumed from {run_dir / 'checkpoints' / kept[-1]} at {steps} env steps" in r.stdout
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["env_steps"] == steps + 200
+    done = [json.loads((run_dir / "ranks" / f"{rank}.done").read_text()) for rank in (1, 2)]
+    assert all(d["iteration"] == steps // 100 + 2 and d["weights_sha256"] for d in done)

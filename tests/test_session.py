@@ -141,3 +141,64 @@ def test_every_steps_fires_in_the_iterations_that_pass_a_multiple_and_resumes_in
     assert _fired(tmp_path / "b", 5, 30) == [0, 1, 2, 3, 4]
     _fired(tmp_path / "c", 3, 250)
     assert _fired(tmp_path / "c", 7, 250, resume=True) == [4, 7, 9]
+
+
+def test_a_resumed_run_keeps_the_kept_count_and_deletes_older_checkpoints(tmp_path):
+    _train(tmp_path, 5)  # ckpt-300, 400 and 500 kept
+    _train(tmp_path, 2, resume=True)  # from 500: 600 and 700
+    ckpts = tmp_path / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("*.state.json")) == [
+        "ckpt-500.state.json",
+        "ckpt-600.state.json",
+        "ckpt-700.state.json",
+    ]
+    assert sorted(p.name for p in ckpts.glob("*.index")) == ["ckpt-500.index", "ckpt-600.index", "ckpt-700.index"]
+    # and each of them is still a resume point: the newest damaged, the one before stands in
+    (ckpts / "ckpt-700.index").write_bytes(b"garbage")
+    session, agent = _train(tmp_path, 1, resume=True)
+    assert session.start_iteration == 6 and agent.w.numpy() == 7.0
+
+
+def _group_checkpoints(run_dir: Path, steps: list[int], missing: dict[str, int] = {}) -> None:  # noqa: B006
+    """Rank 0's run states and two groups' learners saved at ``steps`` (less ``missing``'s)."""
+    from rlgen.runtime.checkpoints import Checkpoints
+    from rlgen.runtime.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    rank0 = Checkpoints(rd, None, keep=3, groups=("adv", "good"))
+    groups = {}
+    for g in ("adv", "good"):
+        agent = Agent()
+        groups[g] = (agent, Checkpoints(rd, agent, keep=3, group=g))
+    for i, s in enumerate(steps, start=1):
+        rank0.save(i, s, {"iteration": i, "env_steps": s})
+        for g, (agent, ckpts) in groups.items():
+            agent.w.assign(float(s))
+            if missing.get(g) != s:
+                ckpts.save(i, s, {"iteration": i, "env_steps": s})
+
+
+def test_agent_groups_resume_at_the_newest_steps_every_group_saved(tmp_path):
+    from rlgen.runtime.checkpoints import Checkpoints, NoCheckpoint
+    from rlgen.runtime.rundir import RunDir
+
+    _group_checkpoints(tmp_path, [100, 200, 300], missing={"good": 300})  # `good` died saving 300
+    assert json.loads((tmp_path / "state.json").read_text())["env_steps"] == 300  # rank 0's, not a group's
+    rd = RunDir(tmp_path)
+    path, state = Checkpoints(rd, None, keep=3, groups=("adv", "good")).restore(lambda _: None)
+    assert path.endswith("ckpt-200") and state["iteration"] == 2
+    for g in ("adv", "good"):
+        agent = Agent()
+        Checkpoints(rd, agent, keep=3, group=g).restore_at(2, 200)
+        assert agent.w.numpy() == 200.0
+    with pytest.raises(NoCheckpoint, match=r"group good's checkpoint .*ckpt-300 at 300 env steps: missing"):
+        Checkpoints(rd, Agent(), keep=3, group="good").restore_at(3, 300)
+    # adv's ckpt-300 lies past the resume point: it went with the restore (its steps are redone)
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "adv").glob("ckpt-*")) == [
+        "ckpt-100.data-00000-of-00001",
+        "ckpt-100.index",
+        "ckpt-100.state.json",
+        "ckpt-200.data-00000-of-00001",
+        "ckpt-200.index",
+        "ckpt-200.state.json",
+    ]

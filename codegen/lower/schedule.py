@@ -293,4 +293,15 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
         episode_capacity=per_iteration,
         run_root=train.run_dir,
         threaded_roles=threaded_roles,
+        group_checkpoints=_group_roles(fdg) if ctx.policy.per_group else None,
     )
+
+
+def _group_roles(fdg: FDG) -> tuple[str, ...]:
+    """The roles whose ranks hold a learner of their own (agent groups), in rank order."""
+    roles = []
+    for r in fdg.ranks:
+        frags = [f for f in fdg.fragments if f.role == r.role]
+        if r.role not in roles and any(f.kind == "compute" and _holds_learner(fdg, f) for f in frags):
+            roles.append(r.role)
+    return tuple(roles)
