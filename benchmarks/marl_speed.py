@@ -22,7 +22,14 @@ same steady rows) are rank 0's (the learner, or the whole loop under ``single``)
 policies with other ranks, their mean per rank; an in-graph ``single`` iteration is one call,
 timed as ``loop``.
 
+With ``--reference DIR`` the reference MAPPO trainer (marlbenchmark/on-policy, run from its own
+checkout and virtual environment: :mod:`benchmarks.reference_mappo`) runs in the same rounds
+with the same settings, as ``reference rmappo`` (its script's GRU policy) and, with
+``--reference-algos rmappo,mappo``, ``reference mappo`` (an MLP policy, as rlgen's), each for
+``--reference-updates`` updates; its steady rate is timed from its own progress lines.
+
     python benchmarks/marl_speed.py [--iterations 8] [--warmup 2] [--workers 3] [--rounds 1]
+        [--reference DIR [--reference-algos rmappo,mappo] [--reference-updates 40]]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import time
 from pathlib import Path
 
 import yaml
+from reference_mappo import run_reference  # beside this script (benchmarks/ is not a package)
 
 from rlgen.app.bench import PARTS, read_run, run_policy
 
@@ -72,6 +80,9 @@ def main() -> None:
         default="actors-learner,async-actors",
         help="the distributed policies to run on the host env, comma-separated",
     )
+    parser.add_argument("--reference", type=Path, default=None, help="a reference MAPPO checkout (see above)")
+    parser.add_argument("--reference-algos", default="rmappo", help="the reference's algorithms, comma-separated")
+    parser.add_argument("--reference-updates", type=int, default=40, help="updates of 3,200 steps per reference run")
     args = parser.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load {os.getloadavg()}")
@@ -86,11 +97,19 @@ def main() -> None:
             *((f"host {p} x{args.workers}", specs["host"], p, args.workers) for p in distributed),
             ("in-graph single", specs["ingraph"], "single", 1),
         ]
+        if args.reference is not None:
+            variants += [(f"reference {a}", None, a, 1) for a in args.reference_algos.split(",") if a]
         results: dict[str, list] = {label: [] for label, *_ in variants}
         for r in range(args.rounds):
             for label, spec, policy, workers in variants:
                 run_dir = tmp / f"{label.replace(' ', '-')}-{r}"
                 t0 = time.perf_counter()
+                if spec is None:  # the reference trainer, timed from its own log
+                    res = run_reference(args.reference, policy, args.reference_updates)
+                    results[label].append(res)
+                    status = "ok" if res.ok else f"FAILED: {res.error}"
+                    print(f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s", flush=True)
+                    continue
                 res = run_policy(spec, policy, workers, args.iterations, run_dir, None, timeout=args.timeout)
                 wall = time.perf_counter() - t0
                 if res.ok:
@@ -126,7 +145,8 @@ def main() -> None:
             run_rate = statistics.median(r.run_rate for r in ok)
             wall = statistics.median(r.process_wall for r in ok)
             ratio = f"{steady / base:.2f}" if base else "-"
-            print(f"{label:<28} {steady:>9,.0f} {ratio:>6} {run_rate:>9,.0f} {ok[0].iterations:>5} {wall:>9.1f}")
+            iters = getattr(ok[0], "iterations", None) or ok[0].points * 5  # the reference logs every 5 updates
+            print(f"{label:<28} {steady:>9,.0f} {ratio:>6} {run_rate:>9,.0f} {iters:>5} {wall:>9.1f}")
 
         print()
         print("ms per iteration by part, steady rows (rank 0; then the other ranks' mean per rank)")
@@ -134,7 +154,7 @@ def main() -> None:
         print(head)
         print("-" * len(head))
         for label, *_ in variants:
-            ok = [r for r in results[label] if r.ok]
+            ok = [r for r in results[label] if r.ok and hasattr(r, "ms_per_iteration")]
             if not ok:
                 continue
             r = ok[0] if len(ok) == 1 else sorted(ok, key=lambda x: x.steps_per_s)[len(ok) // 2]
