@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
+import keyword
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.codegen.names import LOCAL_NAMES
 from rlgen.codegen.policies import AUTO, POLICIES, DistributionPolicy
 from rlgen.dsl.catalog import LEARNER_KINDS
 from rlgen.dsl.dataflow import Dataflow
@@ -34,6 +37,38 @@ def _suggest_partition(spec: Spec, flow: Dataflow, kind: str) -> str:
     learn = next((c for c in flow.calls if c.kind in LEARNER_KINDS and c.method.name == "update"), None)
     target = learn.call.call.target if learn else "learner.update"
     return f"gradients: {{at: {target}, reduce: [gradients]}}"
+
+
+def _check_group_roles(spec: Spec, policy: DistributionPolicy) -> Iterator[Finding]:
+    """Under a policy that gives each agent group a rank, a group's name names its role, its
+    fragment (a module, its class and the variable that holds it) and its rank's function
+    (``run_<group>``): it may not be a keyword or builtin, another role's or fragment's name,
+    a name generated code keeps, nor a value's name (a value is a local variable beside the
+    fragment's)."""
+    values: set[str] = set()
+    for block in spec.loop.all_blocks():
+        for lc in block.calls:
+            values |= {n.text for n in (*lc.call.args, *lc.call.outputs)}
+    roles = {r.name for r in policy.roles if r.name != policy.learner_role}
+    for group, _ in spec.env.groups:
+        if keyword.iskeyword(group) or keyword.issoftkeyword(group) or hasattr(builtins, group):
+            what = "a Python keyword or builtin"
+        elif group in roles or group in ("main", "agent", "env_worker"):
+            what = "the name of another role or fragment of the build"
+        elif group in LOCAL_NAMES:
+            what = "a name generated code keeps for itself"
+        elif group in values:
+            what = "the name of a value of the loop"
+        else:
+            continue
+        yield error(
+            "E612",
+            ("env", "groups", group),
+            f"policy '{policy.name}' names a rank's role, fragment and module after each agent group, "
+            f"and '{group}' is {what}",
+            f"rename the group, e.g. '{group}_agents' (docs/language.md lists the names generated code keeps)",
+            key=True,
+        )
 
 
 def _check_normalize_across_env_cut(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
@@ -102,6 +137,9 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
                 f"policy '{policy.name}' puts each agent group on its own rank, but the env has no `env.groups`",
                 "use another policy, or declare the agent groups under `env.groups`",
             )
+            return
+        if clashes := list(_check_group_roles(spec, policy)):
+            yield from clashes
             return
         policy = policy.for_groups(tuple(g for g, _ in spec.env.groups))
     workers = spec.deploy.workers

@@ -10,6 +10,7 @@ import io
 import re
 import tokenize
 
+from rlgen.codegen.lower.fragments import class_name
 from rlgen.codegen.names import GENERATED_NAMES, _role_names, group_constants
 from rlgen.dsl.calls import parse_call
 from rlgen.dsl.catalog import COMPONENT_REFS, NETWORK_REFS
@@ -28,6 +29,8 @@ def spec_names(spec: Spec) -> set[str]:
         out |= {name for pair in block.carry for name in pair}
     for part in spec.partitions.values():
         out |= {*part.send, *part.receive, *part.reduce}
+    if spec.env.grouped:  # agent-groups' roles: a fragment variable and class per group
+        out |= {g for g, _ in spec.env.groups} | {class_name(g) for g, _ in spec.env.groups}
     return out | group_constants(spec)
 
 

@@ -216,7 +216,7 @@ def test_the_fuzzer_makes_enough_valid_and_invalid_mutants(fuzzed):
     assert fuzzed["valid"] >= 40, fuzzed["valid"]
     assert MUTANTS - fuzzed["valid"] >= 100
     assert len(fuzzed["built"]) >= 80
-    # every policy some example builds under (agent-groups needs groups and an env partition: none has both)
+    # every policy some example builds under (agent-groups: mappo-simple-tag, with groups and an env partition)
     assert {b[1] for b in fuzzed["built"]} == {policy for _, policy, _ in CASE_LIST}
 
 
