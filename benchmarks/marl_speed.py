@@ -28,8 +28,13 @@ with the same settings, as ``reference rmappo`` (its script's GRU policy) and, w
 ``--reference-algos rmappo,mappo``, ``reference mappo`` (an MLP policy, as rlgen's), each for
 ``--reference-updates`` updates; its steady rate is timed from its own progress lines.
 
+With ``--auto-steps N`` a ``--policy auto`` run on the host env (``--recalibrate``: it profiles and
+measures afresh, whatever this machine remembers) trains N joint steps in the same rounds, as
+``host auto``; its steady rate is over its last ``--iterations`` less ``--warmup`` rows, all under
+the policy it chose (named in the table), so it compares with the policies it chose among.
+
     python benchmarks/marl_speed.py [--iterations 8] [--warmup 2] [--workers 3] [--rounds 1]
-        [--reference DIR [--reference-algos rmappo,mappo] [--reference-updates 40]]
+        [--reference DIR [--reference-algos rmappo,mappo] [--reference-updates 40]] [--auto-steps N]
 """
 
 from __future__ import annotations
@@ -39,13 +44,16 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 from reference_mappo import run_reference  # beside this script (benchmarks/ is not a package)
 
+from rlgen.app import child
 from rlgen.app.bench import PARTS, read_run, run_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +75,31 @@ def write_specs(tmp: Path, envs: int | None = None) -> dict[str, Path]:
     return {"host": host, "ingraph": ingraph}
 
 
+def run_auto(spec: Path, steps: int, budget: float, run_dir: Path, args: argparse.Namespace) -> SimpleNamespace:
+    """A ``--policy auto`` run of ``steps`` joint steps; its steady rate over its last rows."""
+    cmd = ["run", str(spec), "--policy", "auto", "--recalibrate", "--calibration-budget", str(budget)]
+    cmd += ["--set", f"train.total_steps={steps}", "--run-dir", str(run_dir), "--quiet"]
+    try:
+        proc = child.run(cmd, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return SimpleNamespace(ok=False, error=f"timed out after {args.timeout:.0f} s")
+    if proc.returncode != 0:
+        return SimpleNamespace(ok=False, error=(proc.stderr or proc.stdout).strip()[-300:])
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    info = json.loads((run_dir / "run.json").read_text())
+    choice = (info.get("auto") or {}).get("choice") or {"policy": "single", "workers": 1}
+    k = max(1, min(args.iterations - args.warmup, len(rows) - 1))
+    first, last = rows[-k - 1], rows[-1]
+    rate = (last["env_steps"] - first["env_steps"]) / (last["time"] - first["time"])
+    return SimpleNamespace(
+        ok=True,
+        steps_per_s=rate,
+        run_rate=info["env_steps"] / info["elapsed"],
+        iterations=k,
+        chose=f"{choice['policy']} x{choice['workers']}",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=8)
@@ -83,6 +116,8 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=None, help="a reference MAPPO checkout (see above)")
     parser.add_argument("--reference-algos", default="rmappo", help="the reference's algorithms, comma-separated")
     parser.add_argument("--reference-updates", type=int, default=40, help="updates of 3,200 steps per reference run")
+    parser.add_argument("--auto-steps", type=int, default=0, help="a --policy auto run of this many steps (0: none)")
+    parser.add_argument("--calibration-budget", type=float, default=60.0, help="the auto run's calibration budget, s")
     args = parser.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load {os.getloadavg()}")
@@ -97,6 +132,8 @@ def main() -> None:
             *((f"host {p} x{args.workers}", specs["host"], p, args.workers) for p in distributed),
             ("in-graph single", specs["ingraph"], "single", 1),
         ]
+        if args.auto_steps:
+            variants.append(("host auto", specs["host"], "auto", 0))
         if args.reference is not None:
             variants += [(f"reference {a}", None, a, 1) for a in args.reference_algos.split(",") if a]
         results: dict[str, list] = {label: [] for label, *_ in variants}
@@ -108,6 +145,13 @@ def main() -> None:
                     res = run_reference(args.reference, policy, args.reference_updates)
                     results[label].append(res)
                     status = "ok" if res.ok else f"FAILED: {res.error}"
+                    print(f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s", flush=True)
+                    continue
+                if policy == "auto":
+                    res = run_auto(spec, args.auto_steps, args.calibration_budget, run_dir, args)
+                    res.process_wall = time.perf_counter() - t0
+                    results[label].append(res)
+                    status = f"ok, chose {res.chose}" if res.ok else f"FAILED: {res.error}"
                     print(f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s", flush=True)
                     continue
                 res = run_policy(spec, policy, workers, args.iterations, run_dir, None, timeout=args.timeout)
@@ -146,7 +190,8 @@ def main() -> None:
             wall = statistics.median(r.process_wall for r in ok)
             ratio = f"{steady / base:.2f}" if base else "-"
             iters = getattr(ok[0], "iterations", None) or ok[0].points * 5  # the reference logs every 5 updates
-            print(f"{label:<28} {steady:>9,.0f} {ratio:>6} {run_rate:>9,.0f} {iters:>5} {wall:>9.1f}")
+            chose = f"  (chose {', '.join(sorted({r.chose for r in ok}))})" if hasattr(ok[0], "chose") else ""
+            print(f"{label:<28} {steady:>9,.0f} {ratio:>6} {run_rate:>9,.0f} {iters:>5} {wall:>9.1f}{chose}")
 
         print()
         print("ms per iteration by part, steady rows (rank 0; then the other ranks' mean per rank)")
