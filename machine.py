@@ -67,6 +67,17 @@ def gpu_obstacles() -> list[str]:
     return out
 
 
+#: ``RLGEN_FAKE_GPU=1``: a second logical CPU device stands in for a GPU (rlgen.runtime.devices).
+FAKE_GPU_ENV = "RLGEN_FAKE_GPU"
+
+
+def gpu_visible() -> bool:
+    """Whether a rank started here that asks for ``auto`` would get a GPU, read without
+    importing TensorFlow: an NVIDIA device with no obstacle (:func:`gpu_obstacles`), or
+    ``RLGEN_FAKE_GPU=1``, whose stand-in counts as a GPU."""
+    return os.environ.get(FAKE_GPU_ENV) == "1" or (bool(nvidia_devices()) and not gpu_obstacles())
+
+
 def nvidia_devices() -> list[str]:
     """The NVIDIA GPU device nodes (``/dev/nvidia0``, …) of this machine."""
     return sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))

@@ -18,6 +18,16 @@ wins if switching to it (a checkpoint, then a fresh start under it) saves time o
 of the run, and ``single`` goes on otherwise. None of this changes the algorithm: every
 candidate trains the same spec, and the run resumes from the checkpoint it left.
 
+Where the spec leaves a side of ``deploy.devices`` on ``auto`` and this machine can serve a
+GPU (:func:`rlgen.machine.gpu_visible`), every candidate comes in two placements
+(:func:`rlgen.dsl.devices.auto_placements`): the ``auto`` sides on the CPU, and on the GPU
+(``single`` too). The profile runs on the CPU, so the model predicts the CPU placements only:
+a GPU placement's speed is unknown until measured. It is never tried unmeasured (no trial
+runs while one is left to measure), and is measured apart like the close calls, in
+:func:`rlgen.app.costmodel.calibration_order`: ``single`` on the GPU first, then each GPU
+placement right after its CPU twin. Every run of this calibration is given its placement
+(``--devices``), and the choice names it. Elsewhere there is one placement, the spec's.
+
 When this machine has measured the spec before (:mod:`rlgen.app.history`: every
 finished run keeps its speed), :meth:`Chooser.recall` decides before the run starts, from
 those measurements, and the run starts straight under the choice.
@@ -37,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgen.codegen.policies import POLICIES
+from rlgen.dsl.devices import flag_text, pinned
 from rlgen.machine import local_cores
 from rlgen.runtime.rundir import RunDir
 
@@ -50,6 +61,7 @@ from .costmodel import (
     TRY,
     Candidate,
     Profile,
+    calibration_order,
     network_rtt,
     predict,
     profile_of,
@@ -57,7 +69,7 @@ from .costmodel import (
     runs_note,
     table,
 )
-from .history import History
+from .history import History, ran
 
 
 class Chooser:
@@ -78,11 +90,16 @@ class Chooser:
         model: Any = None,
         budget_s: float | None = None,
         extra: Sequence[str] = (),
+        devices: Sequence[str] = ("",),
     ) -> None:
         self.spec, self.total_steps, self.run_dir, self.hosts = spec, total_steps, RunDir(run_dir), list(hosts)
         self.env_calls, self.grad_steps = env_calls, grad_steps
         self.cores = cores or local_cores()
-        self.candidates = [Candidate(p, w) for p, w in candidates]
+        # placements (rlgen.dsl.devices.auto_placements): the profile's first, predicted; the others unknown
+        self.base, self.pinned = devices[0], len(devices) > 1  # pinned: every run is given its placement
+        self.candidates = [Candidate(p, w, devices=self.base) for p, w in candidates]
+        for other in devices[1:]:
+            self.candidates += [Candidate(p, w, devices=other) for p, w in [("single", 1), *candidates]]
         self.note = note
         self.measure = measure or self._measure
         self.choice: Candidate | None = None
@@ -109,15 +126,16 @@ class Chooser:
         starts under the choice: no profile under ``single``, no restart."""
         started = time.perf_counter()
         known = history.measured()
-        base = known.get(("single", 1))
+        base = known.get(ran("single", 1, self.base))
         if base is None or not base.steps_per_iteration:
             return False
         self.shape(base.steps_per_iteration)
         profile = Profile(base.steps_per_iteration, self.env_calls, self.grad_steps, base.parts, base.steps_per_s)
         ms = {k: 1000 * v for k, v in base.parts.items()}
         single = Candidate("single", 1, base.steps_per_s, base.steps_per_s, ms, note=runs_note(base.runs))
+        single.devices = self.base
         for c in self.candidates:
-            if (m := known.get((c.policy, c.workers))) is not None:
+            if (m := known.get(ran(c.policy, c.workers, c.devices))) is not None:
                 c.measured, c.note = m.steps_per_s, runs_note(m.runs)
         budget, expected_s = self._predict(profile)
         best = self._measure_within(profile, single, budget)
@@ -139,6 +157,7 @@ class Chooser:
         profile = profile_of(records, self.env_calls, self.grad_steps)
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
+        single.devices = self.base
         budget, expected_s = self._predict(profile)
         done = records[-1]["env_steps"]
         remaining = max(self.total_steps - done, 0)
@@ -168,8 +187,12 @@ class Chooser:
     ) -> bool:
         """Try the top-ranked candidate instead of measuring it apart: predicted at least
         :data:`TRY` times single's speed, switching to it pays back at that speed, and its
-        start, all that is lost if it measures slower, fits the calibration budget."""
-        if top is None or top.measured is not None or top.predicted < TRY * single.speed:
+        start, all that is lost if it measures slower, fits the calibration budget. Not while a
+        candidate of unknown speed (a GPU placement) is left to measure: a trial shows only
+        the candidate it tries."""
+        if top is None or top.measured is not None or top.predicted is None or top.predicted < TRY * single.speed:
+            return False
+        if any(c.predicted is None and c.measured is None for c in self.candidates):
             return False
         return self.start_s <= budget and remaining / top.predicted + self.start_s < stay_s
 
@@ -192,7 +215,7 @@ class Chooser:
                 f"{best.label} is {best.speed / single.speed:.2f}x faster, but restarting under it "
                 f"(~{self.start_s:.0f} s) would not pay back over the {remaining:,} steps left"
             )
-        if top is not None and top.measured is None and top.predicted > single.speed:
+        if top is not None and top.measured is None and (top.predicted or 0.0) > single.speed:
             return single, (
                 f"{top.label} is predicted {top.predicted / single.speed:.2f}x faster, but neither measuring it "
                 f"({budget:.1f} s of calibration budget) nor trying it would pay back "
@@ -216,20 +239,20 @@ class Chooser:
             c.note = "tried: slower than single"
             shown = "-" if speed is None else f"{speed[0]:,.0f}"
             self.choice = self._single
-            self.record["choice"] = {"policy": "single", "workers": 1}
+            self.record["choice"] = self._named(self._single)
             self.record["why"] = (
                 f"{c.label} was tried and ran at {shown} steps/s, below {TRIAL_KEEP:.0%} of single's "
                 f"{self._single.speed:,.0f}: the run went back to single"
             )
             self.record["calibration_s"] = round(self.record["calibration_s"] + spent_s, 3)
         self._record_trial(c, speed, kept)
-        self.record["candidates"] = [asdict(self._single)] + [asdict(x) for x in self.candidates]
+        self.record["candidates"] = self._rows(self._single)
         self.publish()
 
     def _record_trial(self, c: Candidate, speed: tuple[float, str] | None, kept: bool | None = None) -> None:
         """``auto.trial`` in the record: what is tried, and once it has run whether it was kept
         and its measured speed, or that the run ended before it could be measured."""
-        trial: dict[str, Any] = {"policy": c.policy, "workers": c.workers}
+        trial: dict[str, Any] = self._named(c)
         if kept is not None:
             trial["kept"] = kept
             if speed is None:
@@ -248,26 +271,29 @@ class Chooser:
         expected length (at the best predicted speed: calibration stays within its share even
         of the faster run it buys)."""
         rtt = network_rtt(self.hosts)
-        for c in self.candidates:
-            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt)
-        fastest = max([profile.steps_per_s, *(c.predicted for c in self.candidates)])
+        for c in self.candidates:  # a placement the profile did not run is not extrapolated to
+            known = c.devices == self.base
+            c.predicted = predict(profile, POLICIES[c.policy], c.workers, self.cores, rtt) if known else None
+        fastest = max([profile.steps_per_s, *(c.predicted or 0.0 for c in self.candidates)])
         expected_s = self.total_steps / fastest if fastest else 0.0
         budget = self.budget_s if self.budget_s is not None else CALIBRATION_SHARE * expected_s
         self.start_s = START_S
         return budget, expected_s
 
     def _measure_within(self, profile: Profile, single: Candidate, budget: float) -> Candidate:
-        """Measure the candidates not measured yet that may beat the best measured, in
-        :func:`ranked` order, while the budget lasts; the best measured (or ``single``)."""
+        """Measure the candidates not measured yet that may beat the best measured (those of
+        unknown speed all may), in :func:`calibration_order`, while the budget lasts; the best
+        measured (or ``single``). An unknown one's cost is guessed at single's speed."""
         best = max([single, *self.candidates], key=lambda x: x.measured or 0.0)
         spent = 0.0
-        for c in ranked(self.candidates):
+        for c in calibration_order(self.candidates):
             if c.measured is not None:
                 continue
-            if c.predicted < 0.9 * best.speed:
+            if c.predicted is not None and c.predicted < 0.9 * best.speed:
                 c.note = "not measured: predicted slower than the best measured"
                 continue
-            guess = self.start_s + MEASURE_ITERATIONS * profile.steps_per_iteration / c.predicted
+            speed = c.predicted if c.predicted is not None else max(profile.steps_per_s, 1.0)
+            guess = self.start_s + MEASURE_ITERATIONS * profile.steps_per_iteration / speed
             if spent + guess > budget:
                 c.note = f"not measured: would take the calibration past {budget:.0f} s"
                 continue
@@ -290,7 +316,7 @@ class Chooser:
     ) -> None:
         self.choice, self._single = choice, single
         self.record = {
-            "choice": {"policy": choice.policy, "workers": choice.workers},
+            "choice": self._named(choice),
             "why": why,
             "cores": self.cores,
             "hosts": self.hosts,
@@ -298,8 +324,23 @@ class Chooser:
             "calibration_budget_s": round(budget, 3),
             "expected_run_s": round(expected_s, 3),
             "profile": profile,
-            "candidates": [asdict(single)] + [asdict(c) for c in self.candidates],
+            "candidates": self._rows(single),
         }
+
+    @property
+    def stays(self) -> bool:
+        """The choice is where the run started (``single``, the profile's placement)."""
+        return self.choice is None or self.choice is self._single
+
+    def devices_of(self, c: Candidate) -> dict[str, str] | None:
+        """The ``--devices`` value a run of ``c`` is given (None: the spec's own placement)."""
+        return pinned(c.devices) if self.pinned else None
+
+    def _named(self, c: Candidate) -> dict[str, Any]:
+        return named(c, self.pinned)
+
+    def _rows(self, single: Candidate) -> list[dict[str, Any]]:
+        return [row(c, self.pinned) for c in [single, *self.candidates]]
 
     def publish(self) -> None:
         """Write the choice and its table to ``run.json`` and the terminal."""
@@ -311,31 +352,45 @@ class Chooser:
     def _write(self) -> None:
         self.run_dir.update(auto=self.record)
 
+    def _devices_argv(self, c: Candidate) -> list[str]:
+        devices = self.devices_of(c)
+        return ["--devices", flag_text(devices)] if devices else []
+
     def _measure(self, c: Candidate) -> None:
         """Train the spec under ``c`` for a few iterations in its own processes and read its speed."""
-        from .bench import run_policy
+        hosts = ["--hosts", ",".join(self.hosts)] if self.hosts else []
+        measure_apart(self.spec, c, ["--calibrate", *hosts, *self._devices_argv(c), *self.extra])
 
-        tmp = Path(tempfile.mkdtemp(prefix="rlgen-auto-"))
-        started = time.perf_counter()
-        try:
-            hosts = ["--hosts", ",".join(self.hosts)] if self.hosts else []
-            r = run_policy(
-                self.spec,
-                c.policy,
-                c.workers,
-                MEASURE_ITERATIONS,
-                tmp / "run",
-                None,
-                600,
-                ["--calibrate", *hosts, *self.extra],
-            )
-        finally:
-            c.cost_s = time.perf_counter() - started
-            shutil.rmtree(tmp, ignore_errors=True)
-        if r.ok and r.steps_per_s > 0:
-            c.measured, c.ms = r.steps_per_s, dict(r.ms_per_iteration)
-            c.note = "measured"
-        elif r.ok:
-            c.note = f"not measured: its {r.iterations} iteration(s) were too few to time"
-        else:
-            c.note = f"failed: {r.error}"
+
+def measure_apart(spec: Path, c: Candidate, argv: Sequence[str]) -> None:
+    """Train ``spec`` under ``c`` for :data:`MEASURE_ITERATIONS` in its own processes (``rlgen
+    run`` with ``argv``), and write its speed, cost and note into ``c``."""
+    from .bench import run_policy
+
+    tmp = Path(tempfile.mkdtemp(prefix="rlgen-auto-"))
+    started = time.perf_counter()
+    try:
+        r = run_policy(spec, c.policy, c.workers, MEASURE_ITERATIONS, tmp / "run", None, 600, list(argv))
+    finally:
+        c.cost_s = time.perf_counter() - started
+        shutil.rmtree(tmp, ignore_errors=True)
+    if r.ok and r.steps_per_s > 0:
+        c.measured, c.ms = r.steps_per_s, dict(r.ms_per_iteration)
+        c.note = "measured"
+    elif r.ok:
+        c.note = f"not measured: its {r.iterations} iteration(s) were too few to time"
+    else:
+        c.note = f"failed: {r.error}"
+
+
+def named(c: Candidate, placed: bool) -> dict[str, Any]:
+    """A candidate in ``auto``'s record: its policy and workers, and its placement (every side
+    named) where the calibration places its runs (``placed``) or it is not all on the CPU."""
+    out: dict[str, Any] = {"policy": c.policy, "workers": c.workers}
+    return {**out, "devices": pinned(c.devices)} if placed or c.devices else out
+
+
+def row(c: Candidate, placed: bool) -> dict[str, Any]:
+    """A candidate in the record's table: its figures, and ``devices`` as in :func:`named`."""
+    out = {k: v for k, v in asdict(c).items() if k != "devices"}
+    return {**out, **{k: v for k, v in named(c, placed).items() if k == "devices"}}

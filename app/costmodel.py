@@ -58,19 +58,21 @@ ALLREDUCE_RTTS = 6  # network round trips per allreduce across hosts (benchmarks
 class Candidate:
     policy: str
     workers: int
-    predicted: float = 0.0  # steps/s by the cost model
+    predicted: float | None = 0.0  # steps/s by the cost model; None: unknown (a placement the profile did not run)
     measured: float | None = None  # steps/s measured (after the first iteration)
     ms: dict[str, float] = field(default_factory=dict)  # rank 0's ms per iteration per part, measured
     cost_s: float = 0.0  # wall time its measurement took
     note: str = ""
+    devices: str = ""  # its placement: the sides not on the CPU (rlgen.dsl.devices.placement); '': all on the CPU
 
     @property
     def label(self) -> str:
-        return f"{self.policy} ({self.workers})"
+        return f"{self.policy} ({self.workers})" + (f" {self.devices}" if self.devices else "")
 
     @property
     def speed(self) -> float:
-        return self.measured if self.measured is not None else self.predicted
+        """Measured steps/s, else predicted (0 when unknown: nothing to count on)."""
+        return self.measured if self.measured is not None else self.predicted or 0.0
 
 
 @dataclass(frozen=True)
@@ -176,15 +178,31 @@ def worker_counts(hosts: Sequence[str], cores: int, given: int) -> list[int]:
 def ranked(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Fastest predicted first; predictions within :data:`TIE` of each other tie, and a tie
     goes to the policy that talks least: asynchronous actors never wait on a straggler, and a
-    round trip per env step is the cost the model knows least well (it varies with the load)."""
-    order = sorted(candidates, key=lambda c: -c.predicted)
+    round trip per env step is the cost the model knows least well (it varies with the load).
+    Candidates with no prediction (placed where the profile did not run) come last, as given."""
+    unknown = [c for c in candidates if c.predicted is None]
+    order = sorted((c for c in candidates if c.predicted is not None), key=lambda c: -c.predicted)
     out: list[Candidate] = []
     while order:
         lead = order[0].predicted
         tied = [c for c in order if c.predicted >= (1 - TIE) * lead]
         out += sorted(tied, key=lambda c: (_talks(c.policy), -c.predicted))
         order = [c for c in order if c not in tied]
-    return out
+    return out + unknown
+
+
+def calibration_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The order candidates are measured apart in: :func:`ranked`'s, with each candidate of no
+    prediction (a GPU placement) right after its twin of the same policy and workers, and
+    ``single`` so placed first (the whole loop on one device: the placement a GPU most
+    plainly serves). A GPU candidate is thus measured where the model ranks its cut."""
+    order = ranked(candidates)
+    known = [c for c in order if c.predicted is not None]
+    unknown = [c for c in order if c.predicted is None]
+    out = [c for c in unknown if c.policy == "single"]
+    for c in known:
+        out += [c] + [u for u in unknown if (u.policy, u.workers) == (c.policy, c.workers) and u not in out]
+    return out + [u for u in unknown if u not in out]
 
 
 def _talks(policy: str) -> tuple[int, int]:
@@ -197,11 +215,14 @@ def runs_note(n: int) -> str:
 
 
 def table(single: Candidate, candidates: Sequence[Candidate], choice: Candidate) -> str:
-    """The calibration table, one candidate per line."""
-    lines = [f"{'policy (workers)':<24} {'predicted':>10} {'measured':>10}  ms/iteration inference/env/update  note"]
-    for c in [single, *candidates]:
+    """The calibration table, one candidate per line ("unknown": no prediction)."""
+    rows = [single, *candidates]
+    w = max(24, *(len(c.label) for c in rows))  # placed labels are longer
+    lines = [f"{'policy (workers)':<{w}} {'predicted':>10} {'measured':>10}  ms/iteration inference/env/update  note"]
+    for c in rows:
+        predicted = f"{c.predicted:>10,.0f}" if c.predicted is not None else f"{'unknown':>10}"
         measured = f"{c.measured:>10,.0f}" if c.measured is not None else f"{'-':>10}"
         ms = "/".join(f"{c.ms.get(k, 0.0):.0f}" for k in ("inference", "env", "update")) if c.ms else "-"
         mark = " <- chosen" if c is choice else ""
-        lines.append(f"{c.label:<24} {c.predicted:>10,.0f} {measured}  {ms:<34} {c.note}{mark}")
+        lines.append(f"{c.label:<{w}} {predicted} {measured}  {ms:<34} {c.note}{mark}")
     return "\n".join(lines)

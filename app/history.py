@@ -10,9 +10,12 @@ straight under its fastest measured policy, with no calibration and no restart.
 
 The file is keyed by what decides speed and nothing else: the spec with its training
 length, seed, stop target, evaluation, checkpoints, logging, name and deployment left out,
-the hosts, this machine (hostname, cores, CPU model) and the versions of rlgen, TensorFlow
-and Horovod. Each policy keeps its last :data:`KEEP` measurements and speaks with their
-median; measurements older than :data:`MAX_AGE_DAYS` are forgotten.
+the hosts, this machine (hostname, cores, CPU model, GPU models) and the versions of rlgen,
+TensorFlow and Horovod. Inside it, speeds are kept per policy, worker count and placement
+(:func:`rlgen.dsl.devices.placement`: the sides not on the CPU, e.g. ``learner=gpu``; entries
+written before placements were kept, and every all-CPU run, read as the CPU). Each keeps its
+last :data:`KEEP` measurements and speaks with their median; measurements older than
+:data:`MAX_AGE_DAYS` are forgotten.
 """
 
 from __future__ import annotations
@@ -63,10 +66,16 @@ def key_of(spec: dict[str, Any], hosts: Sequence[str]) -> str:
     timed = {k: v for k, v in spec.items() if k not in ("name", "description", "deploy", "overrides")}
     timed["train"] = {k: v for k, v in (spec.get("train") or {}).items() if k not in _UNTIMED_TRAIN}
     doc = {"spec": timed, "hosts": sorted(hosts), "machine": machine()}
-    devices = (spec.get("deploy") or {}).get("devices")
-    if devices is not None:  # a speed is remembered with the placement it was measured under
-        doc["devices"] = devices
+    # deploy.devices is left out like the rest of deploy: a speed is kept with its placement
+    # inside the file (History.add), so auto finds a spec's CPU and GPU placements together
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def ran(policy: str, workers: int, devices: str = "") -> tuple[Any, ...]:
+    """The key :meth:`History.measured` gives a measurement: ``(policy, workers)``, and its
+    placement third where some side is not on the CPU (``devices``, as
+    :func:`rlgen.dsl.devices.placement` writes it)."""
+    return (policy, workers, devices) if devices else (policy, workers)
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,11 @@ class History:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def add(self, policy: str, workers: int, rows: Sequence[dict[str, Any]], spec_name: str = "") -> bool:
-        """Keep the speed of a run's rows under ``policy`` on ``workers``; False when too short."""
+    def add(
+        self, policy: str, workers: int, rows: Sequence[dict[str, Any]], spec_name: str = "", devices: str = ""
+    ) -> bool:
+        """Keep the speed of a run's rows under ``policy`` on ``workers`` placed on ``devices``
+        (:func:`ran`); False when too short."""
         speed = speed_of(rows)
         if speed is None:
             return False
@@ -136,7 +148,8 @@ class History:
             with self._locked():
                 doc = self._read()
                 doc.setdefault("spec", spec_name)
-                runs = doc.setdefault("measured", {}).setdefault(f"{policy}:{workers}", [])
+                label = f"{policy}:{workers}" + (f"@{devices}" if devices else "")
+                runs = doc.setdefault("measured", {}).setdefault(label, [])
                 runs.append(entry)
                 del runs[:-KEEP]
                 tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -146,17 +159,19 @@ class History:
             return False  # a read-only or full cache costs only the memory of this run
         return True
 
-    def measured(self) -> dict[tuple[str, int], Measured]:
-        """Each policy and worker count measured within :data:`MAX_AGE_DAYS`, as its median."""
+    def measured(self) -> dict[tuple[Any, ...], Measured]:
+        """Each policy, worker count and placement measured within :data:`MAX_AGE_DAYS`, as its
+        median, keyed by :func:`ran`."""
         cutoff = time.time() - MAX_AGE_DAYS * 86400
         out = {}
         for label, runs in (self._read().get("measured") or {}).items():
-            policy, _, workers = label.rpartition(":")
+            where, _, devices = label.partition("@")
+            policy, _, workers = where.rpartition(":")
             fresh = [r for r in runs if r.get("at", 0) >= cutoff and r.get("steps_per_s")]
             if not fresh or not workers.isdigit():
                 continue
             parts = {p: statistics.median(r.get("parts", {}).get(p, 0.0) for r in fresh) for p in PARTS}
-            out[(policy, int(workers))] = Measured(
+            out[ran(policy, int(workers), devices)] = Measured(
                 statistics.median(r["steps_per_s"] for r in fresh),
                 len(fresh),
                 parts if policy == "single" else {},

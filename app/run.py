@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -178,10 +179,10 @@ def _default_run_dir(spec_or_info: Any) -> Path:
     return default_run_dir(spec_or_info.name, spec_or_info.train.run_dir)
 
 
-def _built(result: Any, run: RunDir | None, explicit: Path | None) -> Path:
+def _built(result: Any, run: RunDir | None, explicit: Path | None, suffix: str = "") -> Path:
     """The build of a validated spec: in ``explicit`` (``--build-dir``), else rendered into the
     cache (or reused from it) and copied into the run directory (``None``: a dry run, which
-    describes the cached build)."""
+    describes the cached build; ``suffix``: after the policy and workers in its name there)."""
     from rlgen.codegen.build import BuildError, build, build_key
 
     deploy = result.spec.deploy
@@ -198,7 +199,7 @@ def _built(result: Any, run: RunDir | None, explicit: Path | None) -> Path:
         raise UsageError(f"cannot write the build: {exc.strerror or exc}") from None
     if run is None:
         return cached
-    target = run.builds / f"{deploy.policy}-{deploy.workers}"
+    target = run.builds / f"{deploy.policy}-{deploy.workers}{suffix}"
     if not target.is_dir():
         try:
             shutil.copytree(cached, target)
@@ -265,10 +266,13 @@ def _remember(info: BuildInfo, hosts: Any, run: RunDir, rows: slice = slice(None
     """Keep the speed of the build's run on this machine for ``--policy auto`` (:mod:`.history`)."""
     import json
 
+    from rlgen.dsl.devices import placement
+    from rlgen.machine import gpu_visible
     from rlgen.runtime.metricslog import read_metrics
 
     spec = json.loads((info.build_dir / "spec.resolved.json").read_text())
-    _history(spec, hosts).add(info.policy, info.workers, read_metrics(run.path)[rows], info.name)
+    devices = placement((spec.get("deploy") or {}).get("devices"), gpu_visible())
+    _history(spec, hosts).add(info.policy, info.workers, read_metrics(run.path)[rows], info.name, devices)
 
 
 # --- --policy auto ------------------------------------------------------------------------
@@ -277,10 +281,11 @@ def _auto(request: RunRequest, result: Any, note: Callable[[str], None]) -> tupl
     profile with, None), or (result, None, chooser that recalled the choice)."""
     from rlgen.api import validate_file
     from rlgen.codegen.policies import POLICIES
-    from rlgen.machine import local_cores
+    from rlgen.dsl.devices import auto_placements, flag_text
+    from rlgen.machine import gpu_visible, local_cores
 
     from .auto import Chooser
-    from .costmodel import worker_counts
+    from .costmodel import Candidate, worker_counts
 
     spec, hosts = result.spec, list(result.spec.deploy.hosts)
     settings = request.deployment.settings
@@ -292,6 +297,10 @@ def _auto(request: RunRequest, result: Any, note: Callable[[str], None]) -> tupl
         for policy in (p for p in POLICIES if p != "single" and not POLICIES[p].per_group)
         if validate_file(request.target, policy=policy, workers=workers, hosts=hosts, settings=settings).ok
     ]
+    devices = auto_placements(spec.deploy.devices, gpu_visible())  # the CPU's, and the GPU's where one serves
+    extra = request.deployment.setting_argv()
+    if len(devices) == 1 and request.deployment.devices is not None:  # runs placed as this one
+        extra += ["--devices", flag_text(request.deployment.devices)]
     chooser = Chooser(
         Path(request.target),
         candidates,
@@ -302,13 +311,19 @@ def _auto(request: RunRequest, result: Any, note: Callable[[str], None]) -> tupl
         hosts=hosts,
         model=spec,
         budget_s=request.calibration_budget,
-        extra=request.deployment.setting_argv(),
+        extra=extra,
         note=(lambda line: None) if request.quiet else note,
+        devices=devices,
     )
     recalled = not request.recalibrate and chooser.recall(_history(spec.to_dict(), spec.deploy.hosts))
-    where = (chooser.choice.policy, chooser.choice.workers) if recalled else ("single", 1)
-    placed = validated(request.target, request.deployment.placed(*where))
+    where = chooser.choice if recalled else Candidate("single", 1, devices=chooser.base)
+    placed = _validated_under(request, chooser, where)
     return (placed, None, chooser) if recalled else (placed, chooser, None)
+
+
+def _validated_under(request: RunRequest, auto: Any, c: Any) -> Any:
+    """The spec validated under auto's candidate ``c``: its policy, workers and placement."""
+    return validated(request.target, request.deployment.placed(c.policy, c.workers, auto.devices_of(c)))
 
 
 def _run_auto(request: RunRequest, auto: Any, launch: _Launch, run: RunDir) -> None:
@@ -323,15 +338,17 @@ def _run_auto(request: RunRequest, auto: Any, launch: _Launch, run: RunDir) -> N
     _launch(request, launch, run, None, profile=(PROFILE_ITERATIONS, auto.decide))
     choice = auto.choice
     profiled = auto.record.get("profile", {}).get("iterations", 0) if auto.record else 0
-    if choice is None or choice.policy == "single":
+    if auto.stays:
         _remember(single, auto.hosts, run)
         return
     _remember(single, auto.hosts, run, slice(None, profiled))
-    result = validated(request.target, request.deployment.placed(choice.policy, choice.workers))
+    result = _validated_under(request, auto, choice)
+    # a placement other than the profile's (a GPU) in the name too: single may be chosen on the GPU
+    suffix = "-" + re.sub(r"[=,:]", "-", choice.devices) if choice.devices != auto.base else ""
     explicit = request.build_dir
     if explicit is not None:  # beside the one given, for the policy chosen
-        explicit = explicit.with_name(f"{explicit.name}-{choice.policy}-{choice.workers}")
-    chosen = _info(_built(result, run, explicit))
+        explicit = explicit.with_name(f"{explicit.name}-{choice.policy}-{choice.workers}{suffix}")
+    chosen = _info(_built(result, run, explicit, suffix))
     prepare_run_dir(run, chosen, resume=True)
     record_build(run, chosen)
     cluster = _cluster(request, chosen, {})

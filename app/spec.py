@@ -31,7 +31,10 @@ class Deployment:
     def with_settings(self, *more: Any) -> Deployment:
         return replace(self, settings=(*self.settings, *more))
 
-    def placed(self, policy: str, workers: int) -> Deployment:
+    def placed(self, policy: str, workers: int, devices: dict[str, str] | None = None) -> Deployment:
+        """Under ``policy`` on ``workers`` (and with ``devices``, placed so; else as given)."""
+        if devices is not None:
+            return replace(self, policy=policy, workers=workers, devices=devices)
         return replace(self, policy=policy, workers=workers)
 
     def setting_argv(self) -> list[str]:

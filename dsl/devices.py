@@ -87,3 +87,30 @@ def parse_flag(text: str) -> str | dict[str, str]:
 def flag_text(value: str | dict[str, str]) -> str:
     """A ``--devices`` value as written on a command line."""
     return value if isinstance(value, str) else ",".join(f"{k}={v}" for k, v in value.items())
+
+
+# --- placements: what --policy auto compares and what the remembered speeds are kept by ---
+def placement(devices: Any, gpu: bool) -> str:
+    """Where a run's compute fragments go, as ``--policy auto`` and the remembered speeds name
+    it: the sides not on the CPU as ``SIDE=DEVICE`` text, '' when every side is on the CPU
+    (or the spec names no devices); ``auto`` is read as ``gpu`` where this machine can serve
+    one (``gpu``: :func:`rlgen.machine.gpu_visible`), else as ``cpu``."""
+    sides = by_side(devices) or {}
+    resolved = {side: ("gpu" if gpu else CPU) if value == "auto" else value for side, value in sides.items()}
+    return flag_text({side: value for side, value in resolved.items() if value != CPU})
+
+
+def auto_placements(devices: Any, gpu: bool) -> list[str]:
+    """The placements ``--policy auto`` compares, the one its profile runs under first: the
+    spec's own alone, unless a side is ``auto`` and this machine can serve a GPU; then the
+    ``auto`` sides on the CPU, and on the GPU."""
+    sides = by_side(devices) or {}
+    if not gpu or "auto" not in sides.values():
+        return [placement(devices, gpu)]
+    on_cpu = {side: CPU if value == "auto" else value for side, value in sides.items()}
+    return [placement(on_cpu, gpu), placement(sides, gpu)]
+
+
+def pinned(place: str) -> dict[str, str]:
+    """A :func:`placement` as the ``--devices`` value that names every side."""
+    return {**dict.fromkeys(SIDES, CPU), **(parse_flag(place) if place else {})}

@@ -31,7 +31,7 @@ from typing import Any
 
 from rlgen import machine
 
-FAKE_ENV = "RLGEN_FAKE_GPU"
+FAKE_ENV = machine.FAKE_GPU_ENV
 CPU0 = "/device:CPU:0"
 STAND_IN = "/device:CPU:1"  # what a GPU request means under RLGEN_FAKE_GPU=1
 
