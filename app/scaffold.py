@@ -1,5 +1,6 @@
 """``rlgen init NAME --algo ppo|a2c|dqn|sac|td3 --env ENV_ID``: a commented starting spec for an env
-(``--algo mappo|ippo`` for a PettingZoo env of many agents: :mod:`rlgen.app.scaffold_agents`).
+(``--algo mappo|ippo`` for a PettingZoo env of many agents: :mod:`rlgen.app.scaffold_agents`;
+an ALE id such as ``ALE/Breakout-v5``: the atari preset and a CNN, :mod:`rlgen.app.scaffold_atari`).
 
 The env's spaces decide what the spec can say: a categorical policy for ``Discrete``
 actions, a Gaussian one for ``Box`` actions, DQN only for ``Discrete`` actions, SAC and
@@ -173,12 +174,15 @@ def render(name: str, algo: str, env_id: str) -> str:
     from rlgen.codegen.render import environment
 
     from .scaffold_agents import AGENT_ALGOS, pettingzoo_ref, render_agents
+    from .scaffold_atari import is_atari, render_atari
 
     if algo not in ALGOS:
         raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
     ref = pettingzoo_ref(env_id)
     if ref is not None or algo in AGENT_ALGOS:
         return render_agents(name, algo, env_id, ref)
+    if is_atari(env_id):
+        return render_atari(name, algo, env_id)
     facts = env_facts(env_id)
     if algo in DISCRETE_ONLY and not facts.discrete:
         raise ScaffoldError(f"DQN needs Discrete actions; '{env_id}' has Box actions: use --algo ppo, a2c, sac or td3")

@@ -13,7 +13,14 @@ of 100k transitions (obs ``[4, 84, 84]`` uint8) from one env whose stacks roll o
 84x84 frame per step, with an episode end every 1,000 steps, and prints its peak RSS from
 ``resource.getrusage`` before and after, and the frames' bytes.
 
+Backends: rlgen's ``VectorEnv`` of 8 ``ALE/Breakout-v5`` envs under the atari preset on
+``backend: gymnasium`` and ``backend: envpool`` (when installed), stepped with uniformly random
+actions in the same process, in alternating rounds of ``--backend-steps`` vector steps each
+(after 50 unmeasured ones); env steps/s is transitions (``valid``) per second, the median of
+the rounds. ``--backends`` runs only this.
+
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
+    .venv/bin/python benchmarks/pixels.py --backends [--rounds 3] [--backend-steps 500]
 """
 
 from __future__ import annotations
@@ -73,6 +80,43 @@ print(before, after, buf.frames.nbytes, buf.size, batch.obs.shape, batch.obs.dty
 """
 
 
+def backend_rates(rounds: int, steps: int, num_envs: int = 8) -> dict[str, float]:
+    """Median env steps/s of each backend, stepped in alternating rounds with random actions."""
+    import importlib.util
+
+    import numpy as np
+
+    from rlgen.runtime.envs import VectorEnv
+
+    names = ["gymnasium"] + (["envpool"] if importlib.util.find_spec("envpool") else [])
+    envs = {b: VectorEnv("ALE/Breakout-v5", num_envs, seed=0, preset="atari", backend=b) for b in names}
+    rng = np.random.default_rng(0)
+    rates: dict[str, list[float]] = {b: [] for b in names}
+    try:
+        for env in envs.values():
+            env.reset()
+            for _ in range(50):
+                env.step(rng.integers(0, env.action_space.n, num_envs))
+        for _ in range(rounds):
+            for b, env in envs.items():
+                done, start = 0, time.perf_counter()
+                for _ in range(steps):
+                    env.step(rng.integers(0, env.action_space.n, num_envs))
+                    done += int(env.valid.sum())
+                rates[b].append(done / (time.perf_counter() - start))
+    finally:
+        for env in envs.values():
+            env.close()
+    return {b: float(np.median(r)) for b, r in rates.items()}
+
+
+def print_backends(rounds: int, steps: int) -> None:
+    rates = backend_rates(rounds, steps)
+    line = ", ".join(f"{b} {r:,.0f}" for b, r in rates.items())
+    ratio = f"; envpool / gymnasium {rates['envpool'] / rates['gymnasium']:.2f}" if "envpool" in rates else ""
+    print(f"Atari backends, 8 envs of ALE/Breakout-v5 (atari preset), random actions, env steps/s: {line}{ratio}")
+
+
 def memory(transitions: int) -> dict:
     r = subprocess.run([sys.executable, "-c", MEMORY, str(transitions)], capture_output=True, text=True, check=True)
     before, after, frames, size, *_ = r.stdout.split()
@@ -84,8 +128,14 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--transitions", type=int, default=100_000)
+    ap.add_argument("--backends", action="store_true", help="only the backends' env steps/s")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--backend-steps", type=int, default=500)
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
+    print_backends(args.rounds, args.backend_steps)
+    if args.backends:
+        return
     print(
         f"PPO Breakout (ALE/Breakout-v5, atari preset; 8 envs x 128 steps, 4 epochs, minibatch 256), "
         f"{args.iterations} iterations, steps/s over iterations 2..{args.iterations}:"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 
-from rlgen.dsl import atari
+from rlgen.dsl import atari, atari_envpool
 from rlgen.dsl.catalog import KNOWN_ENVS, TF_AGENT_ENVS, TF_AGENT_OWN_KWARGS, EnvSpaces, GroupSpaces, Space
 from rlgen.dsl.diagnostics import did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
@@ -85,6 +85,8 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
                 "declare the wrapped env's spaces: `spaces: {observation: {shape: [4]}, action: {n: 2}}`",
             )
         ]
+    if env.backend == "envpool":
+        return _envpool_spaces(env)
     if env.id in KNOWN_ENVS and not env.wrappers:
         known = KNOWN_ENVS[env.id]
         return EnvSpaces(obs or known.observation, act or known.action, known.max_episode_steps), []
@@ -157,6 +159,21 @@ def resolve_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
             )
         ]
     return EnvSpaces(obs or o, act or a, env.max_episode_steps or limit), []
+
+
+def _envpool_spaces(env: EnvSpec) -> tuple[EnvSpaces | None, list[Finding]]:
+    """The spaces of ``backend: envpool``'s env, from envpool's own spec; none where the id,
+    the kwargs or the install are refused (the ``envpool_backend`` check says why, E436)."""
+    if env.wrappers or set(env.kwargs) - set(atari_envpool.KWARGS) or not atari_envpool.installed():
+        return None, []
+    task = atari_envpool.task_id(env.id)
+    if task is None or task not in atari_envpool.known_tasks():
+        return None, []
+    try:
+        o, a = atari_envpool.spaces(env.id or "", env.kwargs)
+    except Exception as exc:  # a kwarg value envpool refuses
+        return None, [error("E405", ("env", "kwargs"), f"envpool could not make '{task}': {exc}", "check `kwargs`")]
+    return EnvSpaces(_from_gym_space(o), _from_gym_space(a), env.max_episode_steps), []
 
 
 def _space(data: dict) -> Space | None:

@@ -77,7 +77,7 @@ class Normalize:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """The environment: a gymnasium id, an in-graph TF env, or a custom factory."""
+    """The environment: a gymnasium id, an in-graph TF env, envpool's Atari envs, or a custom factory."""
 
     id: str | None = None
     backend: str = "gymnasium"
@@ -94,7 +94,8 @@ class EnvSpec:
     pettingzoo: str | None = None
     state: str | None = None
     share: bool = True
-    #: A named wrapping of a gymnasium id (``atari``: the RL Zoo's Atari wrapper, rlgen.dsl.atari).
+    #: A named wrapping of a gymnasium id (``atari``: the RL Zoo's Atari wrapper, rlgen.dsl.atari;
+    #: implied by ``backend: envpool``, which runs it on envpool's envs: rlgen.dsl.atari_envpool).
     preset: str | None = None
     #: Agent groups (``env.groups``), in the document's order: ``(name, agents)`` each. Empty:
     #: one group of every agent (all agents in one batch, one value of each kind).
@@ -448,7 +449,8 @@ def build_spec(data: dict[str, Any]) -> Spec:
         normalize=_normalize(env_raw.get("normalize")),
         wrappers=parse_wrappers(env_raw.get("wrappers", ())),
         pettingzoo=env_raw.get("pettingzoo"),
-        preset=env_raw.get("preset"),
+        # envpool runs the atari preset only: `backend: envpool` implies it
+        preset=env_raw.get("preset") or ("atari" if env_raw.get("backend") == "envpool" else None),
         state=env_raw.get("state"),
         share=bool(env_raw.get("agents", {}).get("share", True)),
         groups=tuple((str(g), tuple(str(a) for a in agents)) for g, agents in env_raw.get("groups", {}).items()),

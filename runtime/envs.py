@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from rlgen.dsl import atari
+from rlgen.dsl import atari, atari_envpool
 from rlgen.dsl.envinfo import quiet_mujoco
 from rlgen.dsl.wrappers import from_data, wrapper_class
 
@@ -73,6 +73,8 @@ class VectorEnv:
     by ``(seed, rank)``) and otherwise ``SyncVectorEnv`` (env ``i`` seeded by
     ``(seed, rank, i)``); ``"vector_entry_point"`` or ``"sync"`` force one.
     ``factory`` (``"pkg.module:callable"``) replaces ``env_id`` for custom envs.
+    ``backend="envpool"`` (with ``preset="atari"``) steps one envpool pool instead, seeded
+    by ``(seed, rank)``, under the same step convention.
     ``render_mode`` goes to ``gymnasium.make`` (or to a factory that takes it);
     ``spec_wrappers`` are the spec's ``env.wrappers`` as plan data (:func:`make_wrappers`);
     they and then ``wrappers`` (callables) wrap each env in turn, after the time limit,
@@ -99,6 +101,7 @@ class VectorEnv:
         spec_wrappers: Sequence[Mapping[str, Any]] = (),
         preset: str | None = None,
         training: bool = True,
+        backend: str = "gymnasium",
     ) -> None:
         if (env_id is None) == (factory is None):
             raise ValueError("give exactly one of env_id and factory")
@@ -110,11 +113,17 @@ class VectorEnv:
         #: ``atari``: the preset's env (rlgen.dsl.atari); episodes are reported as whole games,
         #: unclipped, from the ``game_score`` its wrapper puts in ``info``
         self.preset = preset
-        if preset == "atari":
-            atari.register()
-            kwargs.update(atari.ATARI_MAKE)
-            wrap.insert(0, functools.partial(atari.atari, training=training))
-        self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, wrap)
+        if backend == "envpool":  # the atari preset on one envpool pool (rlgen.dsl.atari_envpool)
+            assert env_id is not None and preset == "atari" and not wrap, "validate refuses other envpool envs"
+            rank_seed = env_seed(self.seed, self.rank)
+            self.env = atari_envpool.make(env_id, self.num_envs, rank_seed, kwargs, training, max_episode_steps)
+            self.vectorization = "envpool"
+        else:
+            if preset == "atari":
+                atari.register()
+                kwargs.update(atari.ATARI_MAKE)
+                wrap.insert(0, functools.partial(atari.atari, training=training))
+            self.env = self._make(env_id, factory, kwargs, max_episode_steps, vectorization, wrap)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         box = isinstance(self.action_space, gym.spaces.Box)

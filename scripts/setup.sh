@@ -67,6 +67,8 @@ if ! "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
 fi
 
 if [ ! -f "$stamp" ]; then
+  # Not the envpool extra (`backend: envpool`): envpool 1.2.5 pulls in about 600 MB of assets for
+  # its other suites; `pip install -e '.[envpool]'` adds it, and its tests skip without it.
   log "installing rlgen (editable) with the test, mujoco, box2d, marl, atari, plot, completion, video and tune extras"
   "${PIP[@]}" install -e "$ROOT[test,mujoco,box2d,marl,atari,plot,completion,video,tune]"
   rm -f "$VENV"/.rlgen-deps-*

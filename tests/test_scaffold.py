@@ -123,3 +123,32 @@ def test_a_written_spec_trains_as_written(tmp_path, algo, env):
     r = rlgen("run", "agent.rl.yaml", "--iterations", 3, "--quiet", "--run-dir", "run", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "run" / "policy" / "saved_model.pb").is_file()
+
+
+@pytest.mark.parametrize(
+    ("algo", "env", "example"), [("ppo", "ALE/Breakout-v5", "ppo-breakout"), ("dqn", "ALE/Pong-v5", "dqn-pong")]
+)
+def test_an_atari_game_gets_the_preset_a_cnn_and_the_zoos_atari_settings(tmp_path, algo, env, example):
+    pytest.importorskip("ale_py")
+    from rlgen.api import build_file
+
+    assert rlgen("init", "game", "--algo", algo, "--env", env, cwd=tmp_path).returncode == 0
+    written = tmp_path / "game.rl.yaml"
+    result = validate_file(written)
+    assert result.ok and not result.diagnostics, [d.message for d in result.diagnostics]
+    ours, theirs = result.spec, validate_file(ROOT / "examples" / f"{example}.rl.yaml").spec
+    assert ours.env.preset == "atari" and {n.kind for n in ours.networks.values()} == {"cnn"}
+    assert ours.env.num_envs == theirs.env.num_envs and ours.networks.keys() == theirs.networks.keys()
+    assert {k: c.settings for k, c in ours.components.items()} == {k: c.settings for k, c in theirs.components.items()}
+    assert [(b.repeat, b.after) for b in ours.loop.blocks] == [(b.repeat, b.after) for b in theirs.loop.blocks]
+    assert ours.train.total_steps >= 10_000_000  # the Zoo's n_timesteps, in whole iterations
+    built, build = build_file(written, tmp_path / "build")
+    assert built.ok and build is not None and any((tmp_path / "build").rglob("env.py"))
+
+
+def test_atari_takes_ppo_or_dqn_only():
+    pytest.importorskip("ale_py")
+    from rlgen.app.scaffold_common import ScaffoldError
+
+    with pytest.raises(ScaffoldError, match="ppo or dqn"):
+        render("x", "sac", "ALE/Pong-v5")

@@ -268,7 +268,8 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
             "factory": spec.env.factory,
             "kwargs": dict(spec.env.kwargs),
             "max_episode_steps": spec.env.max_episode_steps,
-            **({"backend": "tensorflow"} if spec.env.backend == "tensorflow" else {}),  # evaluated in the graph
+            # tensorflow: evaluated in the graph; envpool: on an envpool pool of whole, unclipped games
+            **({"backend": spec.env.backend} if spec.env.backend != "gymnasium" else {}),
             **({"wrappers": [w.as_data() for w in spec.env.wrappers]} if spec.env.wrappers else {}),
             **({"preset": spec.env.preset} if spec.env.preset else {}),  # evaluated as whole, unclipped games
             "obs_shape": list(ctx.spaces.observation.shape) if ctx.spaces else [],

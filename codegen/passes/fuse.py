@@ -61,7 +61,7 @@ def loop_fusion_blocker(fdg: FDG, ctx: Context) -> str | None:
     if ctx.policy.name != "single":
         return f"policy {ctx.policy.name} runs the loop over several processes"
     if spec.env.backend != "tensorflow":
-        return "the env is stepped on the host (backend: gymnasium)"
+        return f"the env is stepped on the host (backend: {spec.env.backend})"
     kinds = {spec.components[n.component].kind for n in graph.nodes if n.component != "env"}
     if kinds - LOOP_KINDS:
         return f"component kind(s) {', '.join(sorted(kinds - LOOP_KINDS))} have no in-graph form"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlgen.algorithms import ALGORITHMS
+from rlgen.dsl import atari_envpool
 from rlgen.dsl.catalog import TF_ENVS
 from rlgen.dsl.checks.registry import Context, check
-from rlgen.dsl.diagnostics import quote_list
+from rlgen.dsl.diagnostics import did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.images import cnn_sizes, image_layout
 from rlgen.dsl.wrappers import problem
@@ -61,6 +62,57 @@ def env_source(ctx: Context) -> Iterator[Finding]:
             ("env", "backend"),
             f"there is no in-graph TensorFlow version of '{env.id}'",
             f"in-graph envs: {quote_list(TF_ENVS)}; or use `backend: gymnasium`",
+        )
+
+
+@check
+def envpool_backend(ctx: Context) -> Iterator[Finding]:
+    """``backend: envpool`` runs ALE's Atari games (``ALE/<Game>-v5``) under the atari preset,
+    with no wrappers and only the kwargs envpool takes under ALE's names, and needs envpool.
+
+    ```yaml
+    env: {id: CartPole-v1, backend: envpool}   # E436: envpool runs ALE's Atari ids only
+    ```
+    """
+    env = ctx.spec.env
+    if env.backend != "envpool" or env.multi_agent:
+        return
+    task = atari_envpool.task_id(env.id)
+    if task is None or env.factory:
+        yield error(
+            "E436",
+            ("env", "backend"),
+            f"backend: envpool runs ALE's Atari games (`ALE/<Game>-v5`); '{env.id or env.factory}' is not one",
+            "use an ALE id such as `ALE/Breakout-v5`, or `backend: gymnasium` (the default)",
+        )
+        return
+    for i, _ in enumerate(env.wrappers):
+        yield error(
+            "E436",
+            ("env", "wrappers", i),
+            "backend: envpool takes no wrappers: its C++ envs apply the atari preset themselves",
+            "remove `wrappers`, or use `backend: gymnasium`",
+        )
+    for key in sorted(set(env.kwargs) - set(atari_envpool.KWARGS)):
+        yield error(
+            "E436",
+            ("env", "kwargs", key),
+            f"envpool's Atari envs take no `{key}`",
+            f"it takes {quote_list(atari_envpool.KWARGS)}; or use `backend: gymnasium`",
+        )
+    if not atari_envpool.installed():
+        yield error(
+            "E436",
+            ("env", "backend"),
+            "backend: envpool needs envpool, which is not installed",
+            f"`{atari_envpool.INSTALL_HINT}` (envpool 1.2.5, Linux x86-64), or use `backend: gymnasium`",
+        )
+    elif task not in atari_envpool.known_tasks():
+        yield error(
+            "E436",
+            ("env", "id"),
+            f"envpool has no Atari game '{task}'{did_you_mean(task, atari_envpool.known_tasks())}",
+            "use an ALE id whose game envpool has, e.g. `ALE/Breakout-v5`",
         )
 
 

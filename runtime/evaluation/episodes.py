@@ -52,6 +52,8 @@ def evaluate(
         max_episode_steps=env.get("max_episode_steps"),
         spec_wrappers=env.get("wrappers") or (),
         **({"preset": env["preset"], "training": False} if env.get("preset") else {}),  # whole games, unclipped
+        # envpool's pool, except for videos: only gymnasium's env draws the frames
+        **({"backend": "envpool"} if env.get("backend") == "envpool" and video is None else {}),
         **({} if video is None else _recording(env, video, name)),
     )
     returns: list[float] = []
