@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,24 @@ def test_dqn_pong_learns_past_learning_starts_and_checkpoints(tmp_path):
     assert learned and all("loss" in x and math.isfinite(x["loss"]) for x in learned), got[-1]
     assert checkpointed(run_dir)
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_rlgen_eval_video_of_an_atari_run_shows_the_game_not_the_agents_frames(single_run, tmp_path):
+    pytest.importorskip("moviepy", reason="the video extra (pip install 'rlgen[video]')")
+    imageio = pytest.importorskip("imageio.v2")
+    run = tmp_path / "run"  # a copy whose games end soon: an untrained Breakout policy may never serve
+    shutil.copytree(single_run, run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["config"]["env"]["max_episode_steps"] = 200
+    (run / "run.json").write_text(json.dumps(doc))
+    videos = tmp_path / "videos"
+    e = rlgen("eval", run, "--episodes", 1, "--video", videos, "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stdout[-2000:] + e.stderr[-3000:]
+    assert json.loads(e.stdout.strip().splitlines()[-1])["videos"] == [str(videos / "policy-episode-0.mp4")]
+    with imageio.get_reader(videos / "policy-episode-0.mp4") as reader:
+        frames = list(reader.iter_data())
+    # ALE's own screen in colour (210 x 160 RGB), not the 84 x 84 grey stacks the agent sees
+    assert frames[0].shape == (210, 160, 3) and len(frames) > 10
+    assert np.ptp(frames[0].astype(int), axis=(0, 1)).max() > 0 and not np.array_equal(
+        frames[0][..., 0], frames[0][..., 1]
+    )
