@@ -19,7 +19,16 @@ actions in the same process, in alternating rounds of ``--backend-steps`` vector
 (after 50 unmeasured ones); env steps/s is transitions (``valid``) per second, the median of
 the rounds. ``--backends`` runs only this.
 
+Whole process (``--dqn-steps N``): ``rlgen run examples/dqn-pong.rl.yaml`` (the Zoo's settings:
+replay of 100k transitions, learning from step 100k) for N env steps, evaluation and periodic
+checkpoints off, in a child process tree; its peak RSS is ``resource.getrusage(RUSAGE_CHILDREN)``'s
+``ru_maxrss`` after it ends (the largest process of the tree: the rank holding TensorFlow, the
+Q-network, the env and the replay), with the replay's fill read from the run. N = 110,000 fills
+the replay and runs 2,500 updates past learning starts (with ``--dqn-envs 1``, the Zoo's; more
+envs fill the replay sooner, with the same replay and network). ``--dqn-steps`` runs only this.
+
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
+    .venv/bin/python benchmarks/pixels.py --dqn-steps 110000
     .venv/bin/python benchmarks/pixels.py --backends [--rounds 3] [--backend-steps 500]
 """
 
@@ -123,6 +132,34 @@ def memory(transitions: int) -> dict:
     return {"before_kb": int(before), "peak_kb": int(after), "frames_bytes": int(frames), "size": int(size)}
 
 
+def dqn_process(steps: int, envs: int) -> None:
+    """Train DQN Pong for ``steps`` env steps on ``envs`` envs in a child process tree; print its peak RSS."""
+    import resource
+
+    example = ROOT / "examples" / "dqn-pong.rl.yaml"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "dqn-pong"
+        cmd = [sys.executable, "-m", "rlgen", "run", str(example), "--set", f"train.total_steps={steps}"]
+        cmd += ["--set", f"env.num_envs={envs}"]
+        cmd += ["--set", "train.eval.every=1000000000", "--set", "train.checkpoint.every=1000000000"]
+        cmd += ["--run-dir", str(run_dir), "--quiet"]
+        start = time.perf_counter()
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+        wall = time.perf_counter() - start
+        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        if r.returncode != 0:
+            print(f"DQN Pong whole process: FAILED (exit {r.returncode}): {(r.stderr or r.stdout)[-500:]}")
+            return
+        info = json.loads((run_dir / "run.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        learned = [row for row in rows if row.get("loss") is not None]
+    print(
+        f"DQN Pong whole process (examples/dqn-pong.rl.yaml, {envs} env(s), replay 100k, learning starts 100k): "
+        f"{info['env_steps']:,} env steps in {wall:.0f} s ({len(learned)} metric rows with updates); "
+        f"peak RSS of the largest process {peak_kb / 2**10:.0f} MiB ({peak_kb / 2**20:.2f} GiB)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=4)
@@ -131,8 +168,13 @@ def main() -> None:
     ap.add_argument("--backends", action="store_true", help="only the backends' env steps/s")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend-steps", type=int, default=500)
+    ap.add_argument("--dqn-steps", type=int, default=0, help="only DQN Pong's whole process, for this many steps")
+    ap.add_argument("--dqn-envs", type=int, default=1, help="its envs (the Zoo's: 1; more fill the replay sooner)")
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
+    if args.dqn_steps:
+        dqn_process(args.dqn_steps, args.dqn_envs)
+        return
     print_backends(args.rounds, args.backend_steps)
     if args.backends:
         return
