@@ -3,8 +3,9 @@
 It follows the network protocol of docs/language.md ("Custom parts"):
 ``factory(input_shape, output_size, **args)`` returns a ``tf.Module`` that
 creates its ``tf.Variable``s in its constructor and maps a ``[B, *input_shape]``
-tensor to ``[B, output_size]``. Only plain ``tf.Variable``s are used (no Keras
-layers), so Horovod can broadcast them.
+tensor to ``[B, output_size]``. It takes ``seed``, so rlgen passes it the network's
+seed (from the run's) and a run with the same seed starts from the same weights.
+Only plain ``tf.Variable``s are used (no Keras layers), so Horovod can broadcast them.
 
 TensorFlow is imported inside the factory, so importing this module is cheap.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import functools
 import math
 from typing import Any
+
+import numpy as np
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu", "sigmoid")
 
@@ -26,6 +29,7 @@ def ResidualMLP(
     blocks: int = 2,
     activation: str = "tanh",
     head_gain: float = 1.0,
+    seed: int = 0,
 ) -> Any:
     """Build the network (named like a class because it stands for one in specs).
 
@@ -40,28 +44,29 @@ def ResidualMLP(
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
     module_class = _module_class()
-    return module_class(tuple(input_shape), output_size, width, blocks, activation, head_gain)
+    return module_class(tuple(input_shape), output_size, width, blocks, activation, head_gain, seed)
 
 
 @functools.cache
 def _module_class() -> type:
     import tensorflow as tf
 
-    def orthogonal(shape: tuple[int, int], gain: float) -> tf.Tensor:
+    def orthogonal(shape: tuple[int, int], gain: float, rng: np.random.Generator) -> np.ndarray:
         rows, cols = shape
-        q, r = tf.linalg.qr(tf.random.normal((max(rows, cols), min(rows, cols))))
-        q = q * tf.sign(tf.linalg.diag_part(r))  # make the decomposition unique
-        return gain * (q if rows >= cols else tf.transpose(q))
+        q, r = np.linalg.qr(rng.standard_normal((max(rows, cols), min(rows, cols))))
+        q = q * np.sign(np.diag(r))  # make the decomposition unique
+        return (gain * (q if rows >= cols else q.T)).astype(np.float32)
 
     class _ResidualMLP(tf.Module):
-        def __init__(self, input_shape, output_size, width, blocks, activation, head_gain):
+        def __init__(self, input_shape, output_size, width, blocks, activation, head_gain, seed):
             super().__init__(name="residual_mlp")
             self.act = getattr(tf.nn, activation)
             in_size = math.prod(input_shape)
             hidden_gain = math.sqrt(2.0)
+            rng = np.random.default_rng(seed)  # every weight drawn from the seed, in order
 
             def dense(name: str, n_in: int, n_out: int, gain: float) -> tuple[tf.Variable, ...]:
-                w = tf.Variable(orthogonal((n_in, n_out), gain), name=f"{name}/kernel")
+                w = tf.Variable(orthogonal((n_in, n_out), gain, rng), name=f"{name}/kernel")
                 b = tf.Variable(tf.zeros((n_out,)), name=f"{name}/bias")
                 return w, b
 

@@ -280,7 +280,10 @@ def build_network(
                 "give each component its own network, or use kind: mlp to share one"
             )
         factory = import_callable(config["impl"])
-        net = factory(tuple(int(d) for d in input_shape), heads[0][0], **config.get("args", {}))
+        args = dict(config.get("args", {}))
+        if _takes_seed(factory):  # its initial weights from the run's seed: runs repeat
+            args.setdefault("seed", int(seed))
+        net = factory(tuple(int(d) for d in input_shape), heads[0][0], **args)
         if not isinstance(net, tf.Module) or not net.trainable_variables:
             raise TypeError(
                 f"{config['impl']} must return a tf.Module with trainable tf.Variables, got {type(net).__name__}"
@@ -294,3 +297,17 @@ def build_network(
             )
         return build_image_network(config, input_shape, output_size, output_gain, seed, name)
     raise ValueError(f"unknown network kind {kind!r}")
+
+
+def _takes_seed(factory: Any) -> bool:
+    """Does a custom network factory take a ``seed`` keyword (then rlgen passes the network's)?"""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or an extension without a signature
+        return False
+    return "seed" in params and params["seed"].kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,6 +134,26 @@ def test_mlp_orthogonal_init_and_custom_factory() -> None:
     assert custom(tf.zeros([2, 3])).shape == (2, 5)
     with pytest.raises(ValueError):
         build_network({"kind": "custom", "impl": "no_colon"}, (3,), 5)
+
+
+def test_a_custom_factory_that_takes_a_seed_gets_the_networks(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    config = {"kind": "custom", "impl": "custom_nets:ResidualMLP", "args": {"width": 16, "blocks": 1}}
+
+    def weights(seed: int) -> list[np.ndarray]:
+        return [v.numpy() for v in build_network(config, (4,), 2, seed=seed).trainable_variables]
+
+    first, again, other = weights(7), weights(7), weights(8)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))  # runs repeat
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
+    # a factory without a seed keyword is called without one (its args as given)
+    plain = build_network({"kind": "custom", "impl": "test_runtime_core:unseeded_factory"}, (3,), 5, seed=1)
+    assert plain(tf.zeros([2, 3])).shape == (2, 5)
+
+
+def unseeded_factory(input_shape: tuple[int, ...], output_size: int) -> MLP:
+    """A custom network factory that takes no seed (see the test above)."""
+    return MLP(input_shape, [4], output_size, seed=0)
 
 
 def test_fast_call_path_matches_public_call() -> None:
