@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_auto import records
 
 from rlgen import machine
 from rlgen.app.auto import Chooser
@@ -26,20 +27,6 @@ PPO = ROOT / "examples" / "ppo-cartpole.rl.yaml"
 HOROVOD = (Path(sys.executable).with_name("horovodrun")).exists()
 GPU = "learner=gpu,actors=gpu"  # devices: auto, its GPU placement
 CANDIDATES = [("actors-learner", 2), ("actors-learner", 3), ("central-inference", 3)]
-
-
-def records(steps_per_s: float, n: int = 4, per_iteration: int = 1024, env_share: float = 0.9) -> list[dict]:
-    t = per_iteration / steps_per_s
-    return [
-        {
-            "iteration": i + 1,
-            "env_steps": per_iteration * (i + 1),
-            "time": 2.0 + t * i,
-            "time_env": t * env_share,
-            "time_update": t * (1 - env_share),
-        }
-        for i in range(n)
-    ]
 
 
 def chooser(tmp_path: Path, measured: dict[str, float], total: int = 10**7, budget: float | None = None, **kw):
