@@ -103,5 +103,7 @@ def entry() -> None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can reach it
                 stream.flush()
-        os._exit(code)
+        from rlgen.runtime.tfimport import fast_exit
+
+        fast_exit(code)  # os._exit, after removing the process's own temporary files
     raise SystemExit(code)

@@ -45,6 +45,15 @@ it was if the import failed (it is the reason). ``RLGEN_DEBUG=1`` or ``RLGEN_TF_
 (``rlgen run --verbose``) leave descriptor 2 alone. ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2
 here too, for what TensorFlow logs later, for every process rlgen starts.
 
+**Temporary files of a TensorFlow process go with it.** Autograph writes the source of every
+function it converts to a temporary file and deletes it in an exit handler, which a process
+ending with ``os._exit`` (rlgen's commands and its evaluator, to skip TensorFlow's 0.6 s
+teardown) never runs: a few files were left in ``/tmp`` by every run. So when ``tensorflow`` is
+about to load, the process takes a temporary directory of its own (``tempfile.tempdir``), and
+:func:`fast_exit` removes it before ``os._exit``; a normal exit removes it too. A forked child
+(the evaluator) takes its own with :func:`own_temporary_directory` and never removes its
+parent's.
+
 All of this is installed by ``rlgen.runtime``'s ``__init__``, which every generated rank and
 every command that runs TensorFlow imports before TensorFlow. ``RLGEN_TF_KERAS=1`` leaves the
 Keras and matplotlib imports alone.
@@ -52,17 +61,20 @@ Keras and matplotlib imports alone.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from rlgen.machine import cache_dir, cpu, gpu_models, tensorflow_version
 
@@ -158,6 +170,7 @@ class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 (finder protocol)
         if fullname == "tensorflow" and not self.prepared:
             self.prepared = True
+            own_temporary_directory()
             _prepare_xla_cache()
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             if verbose():
@@ -176,6 +189,32 @@ class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
         if real is not None:
             real.loader = _Declined(fullname, during)
         return real
+
+
+_TEMPORARY: dict[int, str] = {}  # process id -> the temporary directory it made for itself
+
+
+def own_temporary_directory() -> str:
+    """This process's own temporary directory (made once per process), as ``tempfile``'s
+    default; removed by :func:`fast_exit` or at a normal exit, by this process only."""
+    pid = os.getpid()
+    if pid not in _TEMPORARY:
+        _TEMPORARY[pid] = tempfile.mkdtemp(prefix="rlgen-tmp-")
+        atexit.register(_remove_temporary, pid)
+    tempfile.tempdir = _TEMPORARY[pid]
+    return _TEMPORARY[pid]
+
+
+def _remove_temporary(pid: int) -> None:
+    if pid == os.getpid() and pid in _TEMPORARY:  # never a parent's, from a forked child
+        shutil.rmtree(_TEMPORARY.pop(pid), ignore_errors=True)
+
+
+def fast_exit(code: int) -> NoReturn:
+    """``os._exit(code)`` (no exit handlers, no TensorFlow teardown) after removing this
+    process's own temporary directory."""
+    _remove_temporary(os.getpid())
+    os._exit(code)
 
 
 def install() -> None:

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlgen.runtime import devices
+from rlgen.runtime.tfimport import fast_exit, own_temporary_directory
 
 #: Weight snapshots kept (older ones go; the directory goes when the run finishes).
 KEEP_WEIGHTS = 2
@@ -123,7 +124,7 @@ def prefork(build: Callable[[], Any] | None = None) -> _Forked | None:
             sys.stdin = os.fdopen(0, "r")
             main(build)
         finally:
-            os._exit(0)
+            fast_exit(0)
     os.close(down_r)
     os.close(up_w)
     return _Forked(pid, os.fdopen(down_w, "w", buffering=1), os.fdopen(up_r, "r"), builds=build is not None)
@@ -275,6 +276,7 @@ def niceness() -> int:
 def main(build: Callable[[], Any] | None = None) -> None:
     """The evaluator process: JSON lines in on stdin, one reply line per evaluation or export out
     (``build``: how a forked process makes its copy of the policy)."""
+    own_temporary_directory()  # a forked evaluator's own, not rank 0's
     # Ctrl-C and a scheduler's SIGTERM reach the whole job: the run stops this process itself,
     # by closing its stdin once its last evaluation and export are done
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -282,7 +284,7 @@ def main(build: Callable[[], Any] | None = None) -> None:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     first = sys.stdin.readline()
     if not first:  # ended before it was needed
-        os._exit(0)
+        fast_exit(0)
     config = json.loads(first)
     with contextlib.suppress(OSError):
         os.nice(int(config.get("nice", 0)))
@@ -316,7 +318,7 @@ def main(build: Callable[[], Any] | None = None) -> None:
             print(f"evaluator: {type(exc).__name__}: {exc}", file=sys.stderr)
     replies.flush()
     sys.stderr.flush()
-    os._exit(0)  # everything is written: skip TensorFlow's teardown (0.6 s the run would wait for)
+    fast_exit(0)  # everything is written: skip TensorFlow's teardown (0.6 s the run would wait for)
 
 
 def _own_output(log: str | None) -> None:
