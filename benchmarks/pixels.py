@@ -29,6 +29,11 @@ envs fill the replay sooner, with the same replay and network). ``--dqn-steps`` 
 
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
     .venv/bin/python benchmarks/pixels.py --dqn-steps 110000
+    .venv/bin/python benchmarks/pixels.py --sb3-python /path/to/sb3-venv/bin/python [--rounds 2]
+
+Against SB3 (``--sb3-python``): rlgen's PPO Breakout under ``single`` (as above) and SB3's PPO
+with the same env and settings (``benchmarks/sb3_atari.py``, run by that interpreter), one after
+the other in ``--rounds`` rounds, each over ``--iterations`` iterations, the first left out.
     .venv/bin/python benchmarks/pixels.py --backends [--rounds 3] [--backend-steps 500]
 """
 
@@ -160,6 +165,41 @@ def dqn_process(steps: int, envs: int) -> None:
     )
 
 
+def against_sb3(python: str, iterations: int, rounds: int) -> None:
+    """rlgen's and SB3's PPO Breakout, alternating, env steps/s and where the time goes."""
+    sb3 = [python, str(ROOT / "benchmarks" / "sb3_atari.py"), "--iterations", str(iterations)]
+    rows: dict[str, list[dict]] = {"rlgen single": [], "SB3 PPO": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for name in ("rlgen single", "SB3 PPO") if r % 2 == 0 else ("SB3 PPO", "rlgen single"):
+                if name == "SB3 PPO":
+                    out = subprocess.run(sb3, capture_output=True, text=True, cwd=tmp)
+                    if out.returncode != 0:
+                        print(f"  SB3 failed: {out.stderr[-500:]}")
+                        continue
+                    x = json.loads(out.stdout.strip().splitlines()[-1])
+                    rows[name].append(
+                        {"steps_per_s": x["steps_per_s"], "update": x["update_s"], "rest": x["rollout_s"]}
+                    )
+                else:
+                    scratch = Path(tmp) / f"round-{r}"
+                    scratch.mkdir()
+                    x = speed("single", 1, iterations, scratch)
+                    rest = x["time_env"] + x["time_inference"]
+                    rows[name].append({"steps_per_s": x["steps_per_s"], "update": x["time_update"], "rest": rest})
+                print(f"  round {r + 1} {name}: {rows[name][-1]['steps_per_s']:.1f} env steps/s", flush=True)
+    print(f"  {'':<14} {'steps/s (each round)':<24} {'update s':>9} {'acting+env s':>13}")
+    for name, xs in rows.items():
+        rates = " ".join(f"{x['steps_per_s']:.1f}" for x in xs)
+        upd = sum(x["update"] for x in xs) / max(1, len(xs))
+        rest = sum(x["rest"] for x in xs) / max(1, len(xs))
+        print(f"  {name:<14} {rates:<24} {upd:>9.1f} {rest:>13.1f}")
+    if rows["rlgen single"] and rows["SB3 PPO"]:
+        a = sorted(x["steps_per_s"] for x in rows["rlgen single"])[len(rows["rlgen single"]) // 2]
+        b = sorted(x["steps_per_s"] for x in rows["SB3 PPO"])[len(rows["SB3 PPO"]) // 2]
+        print(f"  ratio rlgen / SB3 (medians): {a / b:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=4)
@@ -169,9 +209,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend-steps", type=int, default=500)
     ap.add_argument("--dqn-steps", type=int, default=0, help="only DQN Pong's whole process, for this many steps")
+    ap.add_argument("--sb3-python", default=None, help="an interpreter with stable-baselines3: only rlgen vs SB3")
     ap.add_argument("--dqn-envs", type=int, default=1, help="its envs (the Zoo's: 1; more fill the replay sooner)")
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
+    if args.sb3_python:
+        print(f"PPO Breakout, rlgen single against SB3, {args.iterations} iterations of 8 envs x 128 steps:")
+        against_sb3(args.sb3_python, args.iterations, args.rounds)
+        return
     if args.dqn_steps:
         dqn_process(args.dqn_steps, args.dqn_envs)
         return
