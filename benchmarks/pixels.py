@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -195,9 +196,9 @@ def against_sb3(python: str, iterations: int, rounds: int) -> None:
         rest = sum(x["rest"] for x in xs) / max(1, len(xs))
         print(f"  {name:<14} {rates:<24} {upd:>9.1f} {rest:>13.1f}")
     if rows["rlgen single"] and rows["SB3 PPO"]:
-        a = sorted(x["steps_per_s"] for x in rows["rlgen single"])[len(rows["rlgen single"]) // 2]
-        b = sorted(x["steps_per_s"] for x in rows["SB3 PPO"])[len(rows["SB3 PPO"]) // 2]
-        print(f"  ratio rlgen / SB3 (medians): {a / b:.2f}")
+        a = statistics.median(x["steps_per_s"] for x in rows["rlgen single"])
+        b = statistics.median(x["steps_per_s"] for x in rows["SB3 PPO"])
+        print(f"  ratio rlgen / SB3 (medians over rounds): {a / b:.2f}")
 
 
 def main() -> None:
