@@ -24,25 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 from pathlib import Path
 
-_STEPS = re.compile(r"total num timesteps (\d+)/")
-_REWARD = re.compile(r"average episode rewards is (\S+)")
+from reference_mappo import reference_curve  # the reference log's format, beside this script
+
 WINDOW = 64_000
-
-
-def reference_curve(log: Path) -> list[tuple[int, float]]:
-    """(env steps, average episode rewards) of a reference trainer's log."""
-    out, steps = [], None
-    for line in log.read_text(errors="replace").splitlines():
-        if m := _STEPS.search(line):
-            steps = int(m.group(1))
-        elif (m := _REWARD.search(line)) and steps is not None:
-            out.append((steps, float(m.group(1))))
-            steps = None
-    return out
 
 
 def rlgen_curve(run_dir: Path) -> list[tuple[int, float]]:

@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import yaml
 from reference_mappo import run_reference  # beside this script (benchmarks/ is not a package)
@@ -73,6 +74,24 @@ def write_specs(tmp: Path, envs: int | None = None) -> dict[str, Path]:
     ingraph = tmp / "mappo-ingraph.rl.yaml"
     ingraph.write_text(yaml.safe_dump(spec, sort_keys=False))
     return {"host": host, "ingraph": ingraph}
+
+
+def run_variant(spec: Path | None, policy: str, workers: int, run_dir: Path, args: argparse.Namespace) -> Any:
+    """One run of a variant, with its process's wall time: the reference trainer (``spec`` None,
+    timed from its own log), a ``--policy auto`` run, or rlgen under one policy."""
+    t0 = time.perf_counter()
+    if spec is None:
+        return run_reference(args.reference, policy, args.reference_updates)
+    if policy == "auto":
+        res = run_auto(spec, args.auto_steps, args.calibration_budget, run_dir, args)
+    else:
+        res = run_policy(spec, policy, workers, args.iterations, run_dir, None, timeout=args.timeout)
+        if res.ok:
+            res = read_run(run_dir, policy, workers, None, warmup=args.warmup)
+            info = json.loads((run_dir / "run.json").read_text())
+            res.run_rate = info["env_steps"] / info["elapsed"]
+    res.process_wall = time.perf_counter() - t0
+    return res
 
 
 def run_auto(spec: Path, steps: int, budget: float, run_dir: Path, args: argparse.Namespace) -> SimpleNamespace:
@@ -139,32 +158,13 @@ def main() -> None:
         results: dict[str, list] = {label: [] for label, *_ in variants}
         for r in range(args.rounds):
             for label, spec, policy, workers in variants:
-                run_dir = tmp / f"{label.replace(' ', '-')}-{r}"
-                t0 = time.perf_counter()
-                if spec is None:  # the reference trainer, timed from its own log
-                    res = run_reference(args.reference, policy, args.reference_updates)
-                    results[label].append(res)
-                    status = "ok" if res.ok else f"FAILED: {res.error}"
-                    print(f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s", flush=True)
-                    continue
-                if policy == "auto":
-                    res = run_auto(spec, args.auto_steps, args.calibration_budget, run_dir, args)
-                    res.process_wall = time.perf_counter() - t0
-                    results[label].append(res)
-                    status = f"ok, chose {res.chose}" if res.ok else f"FAILED: {res.error}"
-                    print(f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s", flush=True)
-                    continue
-                res = run_policy(spec, policy, workers, args.iterations, run_dir, None, timeout=args.timeout)
-                wall = time.perf_counter() - t0
-                if res.ok:
-                    res = read_run(run_dir, policy, workers, None, warmup=args.warmup)
-                    info = json.loads((run_dir / "run.json").read_text())
-                    res.run_rate = info["env_steps"] / info["elapsed"]
-                res.process_wall = wall
+                res = run_variant(spec, policy, workers, tmp / f"{label.replace(' ', '-')}-{r}", args)
                 results[label].append(res)
-                status = "ok" if res.ok else f"FAILED: {res.error}"
+                status = ("ok" + (f", chose {res.chose}" if hasattr(res, "chose") else "")) if res.ok else ""
+                status = status or f"FAILED: {res.error}"
                 print(
-                    f"  round {r + 1} {label}: {status}, process {wall:.1f} s, load {os.getloadavg()[0]:.1f}",
+                    f"  round {r + 1} {label}: {status}, process {res.process_wall:.1f} s, "
+                    f"load {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
 

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STEPS_PER_UPDATE = 128 * 25
+#: The reference's log: every 5 updates a progress line, then the last rollout's reward line.
 _PROGRESS = re.compile(r"total num timesteps (\d+)/(\d+), FPS (\d+)")
+_REWARD = re.compile(r"average episode rewards is (\S+)")
 
 
 @dataclass
@@ -78,3 +80,16 @@ def run_reference(directory: Path, algorithm: str, updates: int, seed: int = 1, 
         return ReferenceRun(False, process_wall=wall, error=f"{why}: {''.join(tail)[-300:]}")
     (t0, s0, _), (t1, s1, fps) = seen[warmup], seen[-1]
     return ReferenceRun(True, (s1 - s0) / (t1 - t0), float(fps), len(seen) - warmup, wall)
+
+
+def reference_curve(log: Path) -> list[tuple[int, float]]:
+    """(env steps, "average episode rewards") of a reference trainer's log: the mean per-agent
+    step reward of the last rollout x 25, each after the progress line that gives its steps."""
+    out, steps = [], None
+    for line in log.read_text(errors="replace").splitlines():
+        if m := _PROGRESS.search(line):
+            steps = int(m.group(1))
+        elif (m := _REWARD.search(line)) and steps is not None:
+            out.append((steps, float(m.group(1))))
+            steps = None
+    return out

@@ -49,3 +49,19 @@ def drawn(path: Path, timeout: float = 60.0) -> bytes:
     while not path.is_file() and time.monotonic() < deadline:
         time.sleep(0.2)
     return path.read_bytes()
+
+
+def rank_pid(module: str, rank: int) -> int:
+    """The process id of Horovod rank ``rank`` of a running build whose rank entry is ``module``
+    (``ppo_cartpole.main``), found from ``/proc`` (the kill tests' target)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if module.encode() in cmd and f"HOROVOD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"rank {rank} of {module} not found")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, rank_pid
 
 EXAMPLE = ROOT / "examples" / "mappo-simple-tag.rl.yaml"
 GROUP_VALUES = {
@@ -98,20 +98,6 @@ def test_metrics_equal_single_for_the_same_seed(tmp_path):
     assert runs["agent-groups"] == runs["single"]
 
 
-def _rank_pid(rank: int) -> int:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"mappo_simple_tag.main" in cmd and f"HOROVOD_RANK={rank}".encode() in env:
-            return int(pid)
-    raise AssertionError(f"rank {rank} not found")
-
-
 @pytest.mark.skipif(
     not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
 )
@@ -143,7 +129,7 @@ def test_a_killed_group_rank_ends_the_job_with_a_clear_error_and_resumes_from_it
         ):
             assert time.monotonic() < end and proc.poll() is None, "no metric lines and checkpoints"
             time.sleep(0.2)
-        os.kill(_rank_pid(2), signal.SIGKILL)  # the `good` group's rank
+        os.kill(rank_pid("mappo_simple_tag.main", 2), signal.SIGKILL)  # the `good` group's rank
         killed = time.monotonic()
         _, err = proc.communicate(timeout=60)
         assert time.monotonic() - killed < 20

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, rank_pid
 
 EXAMPLES = ROOT / "examples"
 
@@ -112,20 +112,6 @@ def test_mappo_learns_simple_spread_beyond_a_random_policy(tmp_path):
     assert learned > baseline + 3.0, (learned, baseline, got[::10])
 
 
-def _rank_pid(module: bytes, rank: int) -> int:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if module in cmd and f"HOROVOD_RANK={rank}".encode() in env:
-            return int(pid)
-    raise AssertionError(f"rank {rank} not found")
-
-
 def test_a_killed_rank_ends_a_multi_agent_run_and_keeps_its_checkpoint(tmp_path):
     """actors-learner with host envs: SIGKILL the actor rank mid-run; the launcher names it in
     one line, exits 1, marks the run failed, and the last good checkpoint stays."""
@@ -148,7 +134,7 @@ def test_a_killed_rank_ends_a_multi_agent_run_and_keeps_its_checkpoint(tmp_path)
         while time.monotonic() < deadline and not (run_dir / "state.json").exists():
             time.sleep(0.5)
         assert (run_dir / "state.json").exists(), "no checkpoint within 180 s"
-        os.kill(_rank_pid(b"mappo_simple_spread.main", 1), signal.SIGKILL)
+        os.kill(rank_pid("mappo_simple_spread.main", 1), signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, drawn
+from conftest import ROOT, drawn, rank_pid
 
 PPO = (ROOT / "examples" / "ppo-cartpole.rl.yaml").read_text()
 pytestmark = pytest.mark.skipif(
@@ -167,20 +167,6 @@ def _wait_for_metrics(run_dir: Path, lines: int, timeout: float = 120) -> None:
     raise AssertionError(f"no {lines} metric lines in {timeout} s")
 
 
-def _rank_pid(rank: int) -> int:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"ppo_cartpole.main" in cmd and f"HOROVOD_RANK={rank}".encode() in env:
-            return int(pid)
-    raise AssertionError(f"rank {rank} not found")
-
-
 def test_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     run_dir = tmp_path / "run"
     env = dict(os.environ)
@@ -207,7 +193,7 @@ def test_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     )
     try:
         _wait_for_metrics(run_dir, 3)
-        os.kill(_rank_pid(1), signal.SIGKILL)
+        os.kill(rank_pid("ppo_cartpole.main", 1), signal.SIGKILL)
         killed = time.monotonic()
         _, err = proc.communicate(timeout=60)
         assert time.monotonic() - killed < 20
@@ -312,7 +298,7 @@ def test_resume_after_a_killed_rank_continues_from_the_last_checkpoint(tmp_path)
     )
     try:
         _wait_for_metrics(run_dir, 4)
-        os.kill(_rank_pid(1), signal.SIGKILL)
+        os.kill(rank_pid("ppo_cartpole.main", 1), signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
