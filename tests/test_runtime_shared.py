@@ -17,7 +17,13 @@ from rlgen.runtime.buffers import RolloutBuffer  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
 from rlgen.runtime.networks import MLP, build_network, head_slices, output_heads  # noqa: E402
 from rlgen.runtime.optim import Linear  # noqa: E402
-from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
+from rlgen.runtime.policies import (  # noqa: E402
+    ActionSpec,
+    Policy,
+    Value,
+    distribution_and_value,
+    make_act_and_value,
+)
 from rlgen.runtime.tfutil import configure_threads  # noqa: E402
 
 configure_threads(1, 1)
@@ -190,6 +196,61 @@ def test_ppo_step_on_shared_network_trains_torso_and_both_heads(env_id: str) -> 
     head = net.head.w.numpy()
     assert not np.allclose(before["head"][:, :n], head[:, :n])  # policy head
     assert not np.allclose(before["head"][:, n:], head[:, n:])  # value head
+
+
+class CountingNetwork(tf.Module):
+    """A real network that counts how often a graph calls it (at trace time)."""
+
+    def __init__(self, inner: tf.Module) -> None:
+        super().__init__(name="counting")
+        self.inner, self.calls = inner, 0
+        self.output_size = inner.output_size
+
+    def __call__(self, x):
+        self.calls += 1
+        return self.inner(x)
+
+
+def test_shared_network_runs_once_per_step_with_the_two_calls_results() -> None:
+    spec = ActionSpec(n=2)
+    net = build_network(NET, (4,), (2, 1), (0.01, 1.0), seed=3, name="shared")
+    counting = CountingNetwork(net)
+    policy, value = Policy(counting, spec, outputs=(0, 2)), Value(counting, output=2)
+    obs = tf.constant(np.random.default_rng(0).standard_normal((16, 4)), tf.float32)
+    actions = tf.constant(np.arange(16) % 2, tf.int32)
+
+    def loss(fused: bool) -> tf.Tensor:
+        if fused:
+            dist, values = distribution_and_value(policy, value, obs)
+        else:
+            dist, values = policy.distribution(obs), value.value(obs)
+        return tf.reduce_mean(dist.log_prob(actions)) + tf.reduce_mean(tf.square(values))
+
+    grads = {}
+    for fused in (True, False):
+        counting.calls = 0
+        with tf.GradientTape() as tape:
+            out = loss(fused)
+        grads[fused] = (out, tape.gradient(out, net.trainable_variables))
+        assert counting.calls == (1 if fused else 2)
+    np.testing.assert_allclose(grads[True][0], grads[False][0], rtol=1e-6)
+    for a, b in zip(grads[True][1], grads[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    # a value on its own network (or a policy computing its own way) is called as it is
+    other = Value(build_network(NET, (4,), 1, 1.0, seed=4, name="v"))
+    counting.calls = 0
+    distribution_and_value(policy, other, obs)
+    assert counting.calls == 1
+
+
+def test_ppo_update_calls_a_shared_network_once_per_minibatch() -> None:
+    spec = ActionSpec(n=2)
+    net = build_network(NET, (4,), (2, 1), (0.01, 1.0), seed=0, name="shared")
+    counting = CountingNetwork(net)
+    policy, value = Policy(counting, spec, outputs=(0, 2)), Value(counting, output=2)
+    counting.calls = 0
+    PPOLearner(policy, value, PPOConfig(epochs=2, minibatch=64), 32, 4, (4,))  # traces its update
+    assert counting.calls == 2  # the minibatch step (a loop body, traced once) and the last value
 
 
 def test_shared_checkpoint_roundtrip(tmp_path) -> None:

@@ -50,7 +50,7 @@ from rlgen.algorithms.ppo.learner import (
 )
 from rlgen.runtime.buffers import Rollout, RolloutBuffer, StateRollout
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
-from rlgen.runtime.policies import Policy, Value
+from rlgen.runtime.policies import Policy, Value, distribution_and_value
 from rlgen.runtime.tfutil import flat_caller, to_tensor
 
 
@@ -250,8 +250,9 @@ class MAPPOLearner(tf.Module):
         ends = bootstrap_ends(terminated, truncated, cfg.time_limit)
         shape = tf.shape(rewards)
         if cfg.correction == "vtrace":  # targets from the current networks, corrected towards them
-            values = tf.reshape(self.value.value(flat(states)), shape)
-            target_logp = tf.reshape(self.policy.distribution(flat(obs)).log_prob(flat(actions)), shape)
+            dist, values = self._distribution_and_value(flat(obs), flat(states))
+            values = tf.reshape(values, shape)
+            target_logp = tf.reshape(dist.log_prob(flat(actions)), shape)
             log_rhos = (target_logp - logp) * valid  # reset rows carry no action
         raw_last = self.value.value(last_state)
         values_d = denormalize(values)
@@ -305,6 +306,13 @@ class MAPPOLearner(tf.Module):
         explained = tf.where(var_ret > 0.0, 1.0 - var_err / var_ret, np.nan)
         return tf.concat([means, tf.stack([explained, lr, clip])], axis=0)
 
+    def _distribution_and_value(self, obs: tf.Tensor, states: tf.Tensor) -> tuple[Any, tf.Tensor]:
+        """The policy at ``obs`` and the value at ``states``; without a state shape (IPPO) the
+        value reads ``obs``, and a network the two share runs once."""
+        if self.state_shape is None:
+            return distribution_and_value(self.policy, self.value, obs)
+        return self.policy.distribution(obs), self.value.value(states)
+
     def _train_step(
         self,
         minibatch: list[tf.Tensor],
@@ -324,13 +332,12 @@ class MAPPOLearner(tf.Module):
             var = tf.reduce_sum(w * tf.square(advantages - mean)) / tf.maximum(n - 1.0, 1.0)
             advantages = (advantages - mean) / (tf.sqrt(var) + 1e-8)
         with tf.GradientTape(persistent=self.separate) as tape:
-            dist = self.policy.distribution(obs)
+            dist, values = self._distribution_and_value(obs, states)
             log_ratio = dist.log_prob(actions) - old_logp
             ratio = tf.exp(log_ratio)
             surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
             policy_loss = -_masked_mean(surrogate, w, n)
             entropy = _masked_mean(dist.entropy(), w, n)
-            values = self.value.value(states)
             v_loss = _masked_mean(value_loss(values, old_values, targets, cfg.clip_value, cfg.huber_delta), w, n)
             actor_loss = policy_loss - cfg.ent_coef * entropy
             critic_loss = cfg.vf_coef * v_loss

@@ -36,7 +36,7 @@ from rlgen.algorithms.ppo.config import METRICS, STEP_METRICS, PPOConfig
 from rlgen.runtime.buffers import Rollout, RolloutBuffer
 from rlgen.runtime.convnets import has_convolutions
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
-from rlgen.runtime.policies import Policy, Value
+from rlgen.runtime.policies import Policy, Value, distribution_and_value
 from rlgen.runtime.tfutil import flat_caller, to_tensor
 
 GradientReducer = Callable[[list[tf.Tensor]], list[tf.Tensor]]
@@ -236,8 +236,9 @@ class PPOLearner(tf.Module):
         dones = tf.maximum(terminated, truncated)
         if cfg.correction == "vtrace":  # targets from the current networks, corrected towards them
             shape = tf.shape(rewards)
-            values = tf.reshape(self.value.value(flat(obs)), shape)
-            target_logp = tf.reshape(self.policy.distribution(flat(obs)).log_prob(flat(actions)), shape)
+            dist, values = distribution_and_value(self.policy, self.value, flat(obs))
+            values = tf.reshape(values, shape)
+            target_logp = tf.reshape(dist.log_prob(flat(actions)), shape)
             next_values = tf.concat([values[1:], self.value.value(last_obs)[None]], axis=0)
             log_rhos = (target_logp - logp) * valid  # reset rows carry no action
             returns, advantages = vtrace(
@@ -315,12 +316,11 @@ class PPOLearner(tf.Module):
             var = tf.reduce_sum(w * tf.square(advantages - mean)) / tf.maximum(n - 1.0, 1.0)
             advantages = (advantages - mean) / (tf.sqrt(var) + 1e-8)
         with tf.GradientTape() as tape:
-            dist = self.policy.distribution(obs)
+            dist, values = distribution_and_value(self.policy, self.value, obs)
             log_ratio = dist.log_prob(actions) - old_logp
             ratio = tf.exp(log_ratio)
             surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
             policy_loss = -_masked_mean(surrogate, w, n)
-            values = self.value.value(obs)
             if cfg.clip_value is not None:
                 values = old_values + tf.clip_by_value(values - old_values, -cfg.clip_value, cfg.clip_value)
             value_loss = _masked_mean(tf.square(returns - values), w, n)
