@@ -43,11 +43,25 @@ def _rate(value: Any) -> Rate:
 
 @dataclass(frozen=True)
 class Optimizer:
-    """``adam`` (uses ``eps``) or ``rmsprop`` (uses ``alpha`` and ``eps``)."""
+    """``adam`` (uses ``eps``) or ``rmsprop`` (uses ``alpha``, ``eps`` and ``tf_like``)."""
 
     kind: str = "adam"
     eps: float = 1.0e-5
     alpha: float = 0.99
+    tf_like: bool = False
+
+
+def _optimizer(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
+    if value is None:
+        return default
+    kind = value.get("kind", default.kind)
+    base = default if kind == default.kind else Optimizer(kind, eps=1.0e-5 if kind == "rmsprop" else 1.0e-8)
+    return Optimizer(
+        kind,
+        float(value.get("eps", base.eps)),
+        float(value.get("alpha", base.alpha)),
+        bool(value.get("tf_like", base.tf_like)),
+    )
 
 
 # --- env ----------------------------------------------------------------------
@@ -167,7 +181,7 @@ def learner_defaults(algo: Algorithm) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in algo.defaults().items():
         if key == "optimizer":
-            out[key] = Optimizer(value["kind"], float(value["eps"]), float(value.get("alpha", 0.99)))
+            out[key] = _optimizer(value, Optimizer(value["kind"]))
         elif key in algo.rates():
             out[key] = _rate(value)
         else:
@@ -355,14 +369,6 @@ class Spec:
 
 
 # --- building -----------------------------------------------------------------
-def _optimizer(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
-    if value is None:
-        return default
-    kind = value.get("kind", default.kind)
-    base = default if kind == default.kind else Optimizer(kind, eps=1.0e-5 if kind == "rmsprop" else 1.0e-8)
-    return Optimizer(kind, float(value.get("eps", base.eps)), float(value.get("alpha", base.alpha)))
-
-
 def _custom_methods(raw: dict[str, Any]) -> dict[str, Method]:
     out = {}
     for mname, decl in raw.items():
@@ -526,6 +532,8 @@ def _plain(value: Any) -> Any:
         out = {"kind": value.kind, "eps": value.eps}
         if value.kind == "rmsprop":
             out["alpha"] = value.alpha
+            if value.tf_like:  # written only when set: torch-style resolved specs stay as they were
+                out["tf_like"] = True
         return out
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}

@@ -16,8 +16,8 @@ from typing import Any
 import tensorflow as tf
 
 
-def _slots(variables: Sequence[tf.Variable], name: str) -> list[tf.Variable]:
-    return [tf.Variable(tf.zeros_like(v), trainable=False, name=f"{name}_{i}") for i, v in enumerate(variables)]
+def _slots(variables: Sequence[tf.Variable], name: str, fill: Any = tf.zeros_like) -> list[tf.Variable]:
+    return [tf.Variable(fill(v), trainable=False, name=f"{name}_{i}") for i, v in enumerate(variables)]
 
 
 class Adam(tf.Module):
@@ -53,7 +53,12 @@ class Adam(tf.Module):
 
 
 class RMSprop(tf.Module):
-    """RMSprop as ``torch.optim.RMSprop``: ``v = a*v + (1-a)*g^2; p -= lr*g/(sqrt(v)+eps)``."""
+    """RMSprop as ``torch.optim.RMSprop``: ``v = a*v + (1-a)*g^2; p -= lr*g/(sqrt(v)+eps)``.
+
+    ``tf_like``: as TensorFlow 1's ``RMSPropOptimizer`` (Stable-Baselines3's ``RMSpropTFLike``,
+    which the RL Zoo's A2C Atari settings use): ``v`` starts at ones rather than zeros and
+    ``eps`` is added inside the square root, ``p -= lr*g/sqrt(v+eps)``.
+    """
 
     _TF_MODULE_IGNORED_PROPERTIES = frozenset({"params"})
 
@@ -62,13 +67,14 @@ class RMSprop(tf.Module):
         variables: Sequence[tf.Variable],
         alpha: float = 0.99,
         eps: float = 1e-8,
+        tf_like: bool = False,
         name: str | None = "rmsprop",
     ) -> None:
         super().__init__(name=name)
         self.params = list(variables)
-        self.alpha, self.eps = float(alpha), float(eps)
+        self.alpha, self.eps, self.tf_like = float(alpha), float(eps), bool(tf_like)
         self.step = tf.Variable(0.0, trainable=False, name="step")
-        self.v = _slots(self.params, "v")
+        self.v = _slots(self.params, "v", tf.ones_like if self.tf_like else tf.zeros_like)
 
     def apply(self, grads: Sequence[tf.Tensor], lr: tf.Tensor | float) -> None:
         """One update of every variable with its gradient at learning rate ``lr``."""
@@ -76,14 +82,15 @@ class RMSprop(tf.Module):
         lr = tf.cast(lr, tf.float32)
         for var, g, v in zip(self.params, grads, self.v, strict=True):
             v_t = v.assign(self.alpha * v + (1.0 - self.alpha) * tf.square(g))
-            var.assign_sub(lr * g / (tf.sqrt(v_t) + self.eps))
+            denominator = tf.sqrt(v_t + self.eps) if self.tf_like else tf.sqrt(v_t) + self.eps
+            var.assign_sub(lr * g / denominator)
 
 
 Optimizer = Adam | RMSprop
 
 
 def build_optimizer(config: Mapping[str, Any], variables: Sequence[tf.Variable]) -> Optimizer:
-    """From a spec's ``optimizer`` entry: ``{kind: adam, eps}`` or ``{kind: rmsprop, alpha, eps}``."""
+    """From a spec's ``optimizer`` entry: ``{kind: adam, eps}`` or ``{kind: rmsprop, alpha, eps, tf_like}``."""
     kind = config.get("kind", "adam")
     if kind == "adam":
         return Adam(
@@ -93,7 +100,12 @@ def build_optimizer(config: Mapping[str, Any], variables: Sequence[tf.Variable])
             eps=config.get("eps", 1e-8),
         )
     if kind == "rmsprop":
-        return RMSprop(variables, alpha=config.get("alpha", 0.99), eps=config.get("eps", 1e-8))
+        return RMSprop(
+            variables,
+            alpha=config.get("alpha", 0.99),
+            eps=config.get("eps", 1e-8),
+            tf_like=config.get("tf_like", False),
+        )
     raise ValueError(f"unknown optimizer kind {kind!r}")
 
 

@@ -17,6 +17,12 @@ from conftest import ROOT
 #: (example, policy, workers): the most workers (3, else 2; 1 for single) each example
 #: validates with under each policy it supports (see :func:`workers_for`).
 CASE_LIST: tuple[tuple[str, str, int], ...] = (
+    ("a2c-breakout", "single", 1),
+    ("a2c-breakout", "actors-learner", 3),
+    ("a2c-breakout", "central-inference", 3),
+    ("a2c-breakout", "pipelined-inference", 3),
+    ("a2c-breakout", "multi-learner", 2),
+    ("a2c-breakout", "async-actors", 3),
     ("a2c-cartpole", "single", 1),
     ("a2c-cartpole", "actors-learner", 3),
     ("a2c-cartpole", "central-inference", 3),
@@ -38,6 +44,12 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("dqn-pong", "actors-learner", 2),
     ("dqn-pong", "central-inference", 2),
     ("dqn-pong", "async-actors", 2),
+    ("impala-breakout", "single", 1),
+    ("impala-breakout", "actors-learner", 3),
+    ("impala-breakout", "central-inference", 3),
+    ("impala-breakout", "pipelined-inference", 3),
+    ("impala-breakout", "multi-learner", 2),
+    ("impala-breakout", "async-actors", 3),
     ("ippo-simple-spread", "single", 1),
     ("ippo-simple-spread", "actors-learner", 3),
     ("ippo-simple-spread", "central-inference", 3),

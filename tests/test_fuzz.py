@@ -41,7 +41,7 @@ from rlgen.dsl.yamlload import load_yaml
 from conftest import EXAMPLES, ROOT
 
 SEED = 20261124
-MUTANTS = 220  # enough for 40 valid ones over every example (20 per example and more)
+MUTANTS = 264  # 40+ valid ones, and a build under every policy (the first under agent-groups is mutant 255)
 #: Most seconds one mutant may take to validate (or to validate and build, per policy).
 SLOW = 5.0
 

@@ -1,11 +1,13 @@
 """The pixel examples run for real, on tiny budgets: PPO Breakout under ``single`` and
-``actors-learner`` and DQN Pong past its learning start each end cleanly with a checkpoint,
-their observations uint8 from the env to the update; the exported policy takes uint8 frames
-and ``rlgen eval`` plays it.
+``actors-learner``, A2C Breakout under ``single``, the IMPALA shape under ``async-actors``
+and DQN Pong past its learning start each end cleanly with a checkpoint, their observations
+uint8 from the env to the update; the exported policy takes uint8 frames and ``rlgen eval``
+plays it.
 
-Tiny settings: 2 envs of 32 steps, one epoch of minibatch 64 for PPO; a 1,000-transition
-replay learning from step 40 for DQN; ``env.max_episode_steps`` caps the evaluations (under
-the atari preset it counts ALE frames, 4 per agent step)."""
+Tiny settings: 2 envs of 32 steps, one epoch of minibatch 64 for PPO; 2 envs of 5 steps for
+A2C; 2 envs of 8 steps on one actor for IMPALA; a 1,000-transition replay learning from step
+40 for DQN; ``env.max_episode_steps`` caps the evaluations (under the atari preset it counts
+ALE frames, 4 per agent step)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ EXAMPLES = ROOT / "examples"
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
+#: One short evaluation game: the budget every tiny run shares.
+EVAL_TINY = ["--set", "train.eval.episodes=1", "--set", "env.max_episode_steps=400"]
 PPO_TINY = [
     "--set",
     "env.num_envs=2",
@@ -36,10 +40,7 @@ PPO_TINY = [
     "components.learner.minibatch=64",
     "--set",
     "components.learner.epochs=1",
-    "--set",
-    "train.eval.episodes=1",
-    "--set",
-    "env.max_episode_steps=400",
+    *EVAL_TINY,
 ]
 DQN_TINY = [
     "--set",
@@ -50,10 +51,7 @@ DQN_TINY = [
     "loop.sync.every_steps=20",
     "--set",
     "components.replay.capacity=1000",
-    "--set",
-    "train.eval.episodes=1",
-    "--set",
-    "env.max_episode_steps=400",
+    *EVAL_TINY,
 ]
 
 
@@ -87,9 +85,9 @@ def single_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-def check_trained(run_dir: Path) -> None:
+def check_trained(run_dir: Path, env_steps: int = 2 * 2 * 32) -> None:
     got = rows(run_dir)
-    assert got[-1]["env_steps"] == 2 * 2 * 32
+    assert got[-1]["env_steps"] == env_steps
     assert all(math.isfinite(x["value_loss"]) and math.isfinite(x["policy_loss"]) for x in got)
     assert checkpointed(run_dir), list((run_dir / "checkpoints").iterdir())
     status = json.loads((run_dir / "run.json").read_text())
@@ -105,6 +103,30 @@ def test_ppo_breakout_trains_under_actors_learner_and_checkpoints(tmp_path):
     run_dir = tmp_path / "run"
     train_ppo(run_dir, "actors-learner")
     check_trained(run_dir)
+
+
+def test_a2c_breakout_trains_under_single_with_tf_like_rmsprop_and_checkpoints(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["--iterations", 2, "--set", "env.num_envs=2", *EVAL_TINY, "--run-dir", run_dir]
+    r = rlgen("run", EXAMPLES / "a2c-breakout.rl.yaml", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    check_trained(run_dir, 2 * 2 * 5)
+    learner = json.loads((run_dir / "spec.resolved.json").read_text())["components"]["learner"]
+    assert learner["kind"] == "a2c" and learner["optimizer"]["tf_like"] is True
+
+
+def test_the_impala_shape_trains_under_async_actors_with_vtrace_and_checkpoints(tmp_path):
+    run_dir = tmp_path / "run"
+    tiny = ["--set", "env.num_envs=2", "--set", "loop.rollout.repeat=8", *EVAL_TINY]
+    args = ["--workers", 2, "--iterations", 3, *tiny, "--run-dir", run_dir]
+    r = rlgen("run", EXAMPLES / "impala-breakout.rl.yaml", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    check_trained(run_dir, 3 * 2 * 8)
+    assert json.loads((run_dir / "run.json").read_text())["policy"] == "async-actors"
+    assert all("policy_lag" in x and "dropped" in x for x in rows(run_dir))
+    spec = json.loads((run_dir / "spec.resolved.json").read_text())
+    assert spec["components"]["learner"]["correction"] == "vtrace"
+    assert spec["networks"]["torso"]["kind"] == "impala"
 
 
 def test_the_exported_policy_takes_uint8_frames_and_rlgen_eval_plays_it(single_run, tmp_path):

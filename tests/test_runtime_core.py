@@ -25,6 +25,7 @@ from rlgen.runtime.optim import (  # noqa: E402
     Linear,
     RMSprop,
     as_schedule,
+    build_optimizer,
     clip_by_global_norm,
 )
 from rlgen.runtime.policies import ActionSpec, Policy, Value, make_act_and_value  # noqa: E402
@@ -103,6 +104,23 @@ def test_rmsprop_matches_hand_computed_steps() -> None:
     opt.apply([tf.constant(g2, tf.float32)], lr)
     v2 = 0.99 * v1 + 0.01 * g2**2
     np.testing.assert_allclose(w.numpy(), p1 - lr * g2 / (np.sqrt(v2) + 1e-5), rtol=1e-6)
+
+
+def test_tf_like_rmsprop_starts_its_average_at_one_and_adds_eps_under_the_root() -> None:
+    """TensorFlow 1's RMSProp (Stable-Baselines3's RMSpropTFLike): v starts at 1, p -= lr*g/sqrt(v+eps)."""
+    w = tf.Variable([1.0, -2.0])
+    opt = RMSprop([w], alpha=0.99, eps=1e-5, tf_like=True)
+    g1, g2, lr = np.array([0.5, 0.1]), np.array([-0.2, 0.3]), 0.01
+    opt.apply([tf.constant(g1, tf.float32)], lr)
+    v1 = 0.99 + 0.01 * g1**2
+    p1 = np.array([1.0, -2.0]) - lr * g1 / np.sqrt(v1 + 1e-5)
+    np.testing.assert_allclose(w.numpy(), p1, rtol=1e-6)
+    opt.apply([tf.constant(g2, tf.float32)], lr)
+    v2 = 0.99 * v1 + 0.01 * g2**2
+    np.testing.assert_allclose(w.numpy(), p1 - lr * g2 / np.sqrt(v2 + 1e-5), rtol=1e-6)
+    built = build_optimizer({"kind": "rmsprop", "alpha": 0.9, "eps": 0.01, "tf_like": True}, [tf.Variable([0.0])])
+    assert built.tf_like and (built.alpha, built.eps) == (0.9, 0.01) and built.v[0].numpy()[0] == 1.0
+    assert not build_optimizer({"kind": "rmsprop", "alpha": 0.99, "eps": 1e-5}, [w]).tf_like
 
 
 def test_clip_by_global_norm_and_schedules() -> None:

@@ -126,7 +126,12 @@ def test_a_written_spec_trains_as_written(tmp_path, algo, env):
 
 
 @pytest.mark.parametrize(
-    ("algo", "env", "example"), [("ppo", "ALE/Breakout-v5", "ppo-breakout"), ("dqn", "ALE/Pong-v5", "dqn-pong")]
+    ("algo", "env", "example"),
+    [
+        ("ppo", "ALE/Breakout-v5", "ppo-breakout"),
+        ("a2c", "ALE/Breakout-v5", "a2c-breakout"),
+        ("dqn", "ALE/Pong-v5", "dqn-pong"),
+    ],
 )
 def test_an_atari_game_gets_the_preset_a_cnn_and_the_zoos_atari_settings(tmp_path, algo, env, example):
     pytest.importorskip("ale_py")
@@ -146,9 +151,19 @@ def test_an_atari_game_gets_the_preset_a_cnn_and_the_zoos_atari_settings(tmp_pat
     assert built.ok and build is not None and any((tmp_path / "build").rglob("env.py"))
 
 
-def test_atari_takes_ppo_or_dqn_only():
+def test_an_atari_a2c_spec_trains_as_written(tmp_path):
+    """Its 16 envs of 5 steps, for 2 iterations; only the final evaluation is made short."""
+    pytest.importorskip("ale_py")
+    assert rlgen("init", "game", "--algo", "a2c", "--env", "ALE/Breakout-v5", cwd=tmp_path).returncode == 0
+    short_eval = ["--set", "train.eval.episodes=1", "--set", "env.max_episode_steps=400"]
+    r = rlgen("run", "game.rl.yaml", "--iterations", 2, *short_eval, "--quiet", "--run-dir", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "run" / "policy" / "saved_model.pb").is_file()
+
+
+def test_atari_takes_ppo_a2c_or_dqn_only():
     pytest.importorskip("ale_py")
     from rlgen.app.scaffold_common import ScaffoldError
 
-    with pytest.raises(ScaffoldError, match="ppo or dqn"):
+    with pytest.raises(ScaffoldError, match="ppo, a2c or dqn"):
         render("x", "sac", "ALE/Pong-v5")

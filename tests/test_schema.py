@@ -454,6 +454,9 @@ VALID = {
         ("components.learner.clip", {"schedule": "linear", "start": 0.2, "end": 0.0}),
     ],
     "rmsprop": [("components.learner.optimizer", {"kind": "rmsprop", "alpha": 0.99, "eps": 1e-5})],
+    "tf-like rmsprop": [
+        ("components.learner.optimizer", {"kind": "rmsprop", "alpha": 0.99, "eps": 1e-5, "tf_like": True})
+    ],
     "custom network": [
         ("networks.pi", {"kind": "custom", "impl": "custom_nets:ResidualMLP", "args": {"width": 64, "Blocks_2": 2}})
     ],
@@ -527,6 +530,7 @@ INVALID = {
     "unknown schedule": ("components.learner.lr", {"schedule": "cosine", "start": 1e-3, "end": 0}),
     "ppo field on a2c": ("components.learner", {"kind": "a2c", "policy": "actor", "value": "critic", "epochs": 10}),
     "adam with alpha": ("components.learner.optimizer", {"kind": "adam", "alpha": 0.9, "eps": 1e-5}),
+    "adam with tf_like": ("components.learner.optimizer", {"kind": "adam", "eps": 1e-5, "tf_like": True}),
     "policy without network": ("components.actor.network", DELETE),
     "unknown distribution": ("components.actor.distribution", "beta"),
     "replay capacity 0": ("components.buffer", {"kind": "replay", "capacity": 0}),
