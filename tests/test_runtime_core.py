@@ -538,3 +538,40 @@ def test_ppo_with_vtrace_targets_learns_cartpole() -> None:
     env, learner, act, buffer = make_ppo(0, 8, 32, config)
     steps, _ = run_ppo(env, learner, act, buffer, 60_000, stop_return=200.0)
     assert env.mean_return() >= 200.0, (steps, env.mean_return())
+
+
+def test_a2c_with_vtrace_takes_impalas_gradient_at_the_current_policy() -> None:
+    """Behaviour log-probabilities below the current ones by 0.2-1.0 clip every rho and c to 1,
+    so V-trace's targets and advantages are the on-policy ones: IMPALA's gradient (grad log pi
+    times the advantage) is then the on-policy update's. Weighting it by the ratio against the
+    behaviour policy as well would scale each sample by e^0.2-e^1.0."""
+    from rlgen.algorithms.a2c.config import A2CConfig
+    from rlgen.algorithms.a2c.learner import A2CLearner
+    from rlgen.runtime.buffers import Rollout
+
+    t_len, n_env, rng = 8, 4, np.random.default_rng(5)
+    obs = rng.standard_normal((t_len, n_env, 4)).astype(np.float32)
+    actions = rng.integers(0, 2, (t_len, n_env)).astype(np.int32)
+    rewards = rng.standard_normal((t_len, n_env)).astype(np.float32)
+    zeros, ones = np.zeros((t_len, n_env), np.float32), np.ones((t_len, n_env), np.float32)
+    last = rng.standard_normal((n_env, 4)).astype(np.float32)
+    optimizer = {"kind": "rmsprop", "alpha": 0.99, "eps": 1e-5, "tf_like": True}  # a step nearly linear in g
+    results = []
+    for lag in (0.0, 1.0):
+        pi = Policy(MLP((4,), [16], 2, output_gain=0.01, seed=1), ActionSpec(n=2))
+        v = Value(MLP((4,), [16], 1, seed=2))
+        learner = A2CLearner(
+            pi, v, A2CConfig(correction="vtrace", optimizer=optimizer, lr=0.01), t_len, n_env, obs_shape=(4,)
+        )
+        flat = obs.reshape(-1, 4)
+        logp = (
+            pi.distribution(tf.constant(flat)).log_prob(tf.constant(actions.reshape(-1))).numpy().reshape(t_len, n_env)
+        )
+        values = v.value(tf.constant(flat)).numpy().reshape(t_len, n_env)
+        behaviour = logp - lag * rng.uniform(0.2, 1.0, logp.shape).astype(np.float32)
+        learner.update(Rollout(obs, actions, rewards, zeros, zeros, ones, behaviour, values), last)
+        results.append([x.numpy() for x in (*pi.trainable_variables, *v.trainable_variables)])
+    initial = Policy(MLP((4,), [16], 2, output_gain=0.01, seed=1), ActionSpec(n=2)).trainable_variables
+    assert not np.allclose(results[0][0], initial[0].numpy())  # it learned something
+    for on_policy, lagged in zip(*results, strict=True):
+        np.testing.assert_allclose(lagged, on_policy, rtol=1e-4, atol=1e-6)

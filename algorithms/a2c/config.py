@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlgen.algorithms.base import BOOLEAN, FRACTION, NON_NEGATIVE, OPTIMIZER, POSITIVE, RATE, setting
-from rlgen.algorithms.ppo.config import CLIP_RATIO, CORRECTION_DOC, Rate
+from rlgen.algorithms.ppo.config import CLIP_RATIO, Rate
 
 
 @dataclass
@@ -27,7 +27,16 @@ class A2CConfig:
     vf_coef: float = setting(0.5, "The weight of the value loss in the loss.", NON_NEGATIVE, (0.4,))
     max_grad_norm: float | None = setting(0.5, "Gradients are clipped to this global norm.", POSITIVE)
     normalize_advantage: bool = setting(False, "Normalise advantages per update.", BOOLEAN)
-    correction: str = setting("ratio", CORRECTION_DOC, {"enum": ["ratio", "vtrace"]}, ("vtrace",))
+    correction: str = setting(
+        "ratio",
+        "How updates correct for experience collected with older weights (asynchronous actors): `ratio` "
+        "(A2C's gradient weighted by the ratio against the stored behaviour log-probabilities; exactly A2C "
+        "when there is no lag) or `vtrace` (IMPALA, Espeholt et al. 2018: value targets and advantages by "
+        "V-trace with the ratio clipped at `rho_clip` and traces at `c_clip`, and the policy gradient taken "
+        "at the current policy, weighted by the advantage alone).",
+        {"enum": ["ratio", "vtrace"]},
+        ("vtrace",),
+    )
     rho_clip: float = setting(
         1.0, "V-trace: clip of the importance ratio in the temporal differences (rho bar).", CLIP_RATIO
     )

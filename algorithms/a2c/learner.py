@@ -1,5 +1,11 @@
 """A2C as PPO's compiled update with one epoch over the whole rollout and no clipping:
-at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient."""
+at ratio 1 the clipped surrogate's gradient is exactly A2C's policy gradient.
+
+With ``correction: vtrace`` (IMPALA, Espeholt et al. 2018) the gradient is taken at the
+current policy: ``grad log pi(a|x)`` weighted by V-trace's advantage, which already holds
+the clipped importance weight ``min(rho_clip, pi / mu)``. The ratio against the behaviour
+policy is not applied a second time (PPO's learner with V-trace does apply it, as RLlib's
+APPO); it still gives ``approx_kl``, the measure of the actors' lag."""
 
 from __future__ import annotations
 
@@ -23,4 +29,6 @@ class A2CLearner(PPOLearner):
     def __init__(
         self, policy: Policy, value: Value, config: A2CConfig, num_steps: int, num_envs: int, **kw: Any
     ) -> None:
-        super().__init__(policy, value, as_ppo(config, int(num_steps) * int(num_envs)), num_steps, num_envs, **kw)
+        gradient = "current" if config.correction == "vtrace" else "ratio"
+        ppo = as_ppo(config, int(num_steps) * int(num_envs))
+        super().__init__(policy, value, ppo, num_steps, num_envs, policy_gradient=gradient, **kw)

@@ -175,8 +175,12 @@ class PPOLearner(tf.Module):
         name: str | None = "ppo",
         agent_block: int = 1,
         obs_dtype: tf.DType | str = tf.float32,
+        policy_gradient: str = "ratio",
     ) -> None:
         super().__init__(name=name)
+        if policy_gradient not in ("ratio", "current"):
+            raise ValueError(f"policy_gradient must be ratio or current, got {policy_gradient!r}")
+        self.policy_gradient = policy_gradient
         self.policy, self.value, self.config = policy, value, config
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         self.obs_shape = tuple(int(d) for d in obs_shape)
@@ -317,9 +321,15 @@ class PPOLearner(tf.Module):
             advantages = (advantages - mean) / (tf.sqrt(var) + 1e-8)
         with tf.GradientTape() as tape:
             dist, values = distribution_and_value(self.policy, self.value, obs)
-            log_ratio = dist.log_prob(actions) - old_logp
+            new_logp = dist.log_prob(actions)
+            log_ratio = new_logp - old_logp
             ratio = tf.exp(log_ratio)
-            surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+            # "current": 1 in value with the gradient of log pi, IMPALA's policy gradient
+            current = self.policy_gradient == "current"
+            pg_ratio = tf.exp(new_logp - tf.stop_gradient(new_logp)) if current else ratio
+            surrogate = tf.minimum(
+                pg_ratio * advantages, tf.clip_by_value(pg_ratio, 1.0 - clip, 1.0 + clip) * advantages
+            )
             policy_loss = -_masked_mean(surrogate, w, n)
             if cfg.clip_value is not None:
                 values = old_values + tf.clip_by_value(values - old_values, -cfg.clip_value, cfg.clip_value)
