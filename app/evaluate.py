@@ -34,15 +34,33 @@ class EvalOutcome:
     #: with --best: the env steps of the best policy, and whether it is the run's last one
     best_at: int | None = None
     best_is_final: bool = False
+    #: A multi-agent env: its agents per env copy (the returns above are the mean over agents of
+    #: each agent's return, as training logs them; the team return is their sum), and with
+    #: several groups each group's (mean, std) over episodes of its mean agent return.
+    agents: int = 0
+    groups: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def team_mean_return(self) -> float:
+        """The mean team return (sum over agents of each agent's return) of a multi-agent env."""
+        return self.mean_return * self.agents
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "episodes": self.episodes,
             "mean_return": self.mean_return,
             "std_return": self.std_return,
             "min": self.min,
             "max": self.max,
         }
+        if self.agents:
+            out.update(
+                agents=self.agents,
+                team_mean_return=self.team_mean_return,
+                team_std_return=self.std_return * self.agents,
+            )
+        if self.groups:
+            out["groups"] = {g: {"mean_return": m, "std_return": sd} for g, (m, sd) in self.groups.items()}
         if self.best_at is not None:
             out.update(policy=self.policy, best_env_steps=self.best_at, best_is_final=self.best_is_final)
         if self.videos:
@@ -60,7 +78,12 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
         raise UsageError(f"{request.run_dir} is not a run directory ({why})") from None
     policy = run.policy(best=request.best)
     if not (policy / "saved_model.pb").is_file():
-        why = "no periodic evaluation ran (train.eval.every)" if request.best else "the run did not finish"
+        if doc.get("policy") == "agent-groups":  # each group's policy stays on its own rank
+            why = "policy agent-groups exports no policy yet; train under policy single to evaluate"
+        elif request.best:
+            why = "no periodic evaluation ran (train.eval.every)"
+        else:
+            why = "the run did not finish"
         raise Failed(f"{request.run_dir} has no {policy.name}/ ({why})")
     if request.video is not None:
         _need_video_writer()
@@ -70,7 +93,7 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
     # TensorFlow's native log lines (the XLA cache's notices, say) stay off the terminal
     try:
         with native_stderr_aside(None, replay_on_error=False):
-            returns = _returns(policy, config["env"], request)
+            returns, evaluation = _returns(policy, config["env"], request)
     except (ImportError, VideoError) as exc:  # a custom env factory not importable from here; no frames to record
         raise UsageError(str(exc)) from None
     out = EvalOutcome(
@@ -81,6 +104,8 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
         float(returns.std()),
         float(returns.min()),
         float(returns.max()),
+        agents=evaluation.agents,
+        groups={g: (float(r.mean()), float(r.std())) for g, r in evaluation.groups.items()},
     )
     if request.best:
         best = doc.get("best_eval") or {}
@@ -91,13 +116,15 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
     return out
 
 
-def _returns(policy_dir: Path, env: dict, request: EvalRequest):  # noqa: ANN202 - numpy array
+def _returns(policy_dir: Path, env: dict, request: EvalRequest):  # noqa: ANN202 - numpy array, PolicyEvaluation
+    """The episodes' returns, and the evaluation that ran them (a multi-agent env's agents and groups)."""
     import tensorflow as tf
 
     from rlgen.runtime.evaluation.episodes import PolicyEvaluation
 
-    policy = tf.saved_model.load(str(policy_dir))
-    return PolicyEvaluation(policy.act, env, request.episodes, request.seed)(request.video, policy_dir.name)
+    policy = tf.saved_model.load(str(policy_dir))  # alive while its act runs
+    evaluation = PolicyEvaluation(policy.act, env, request.episodes, request.seed)
+    return evaluation(request.video, policy_dir.name), evaluation
 
 
 def _need_video_writer() -> None:

@@ -51,6 +51,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         f"{out.run_dir}: {out.episodes} episodes, return {out.mean_return:.1f} ± {out.std_return:.1f} "
         f"(min {out.min:.1f}, max {out.max:.1f})"
     )
+    if out.agents:  # the same figures as training's return and <group>/return
+        print(
+            f"(return: the mean over the {out.agents} agents of each agent's return, as training logs it; "
+            f"team return, their sum: {out.team_mean_return:.1f} ± {out.std_return * out.agents:.1f})"
+        )
+    for group, (mean, std) in out.groups.items():
+        print(f"  {group}: return {mean:.1f} ± {std:.1f} (mean over the group's agents)")
     if out.best_is_final:
         print(f"(the best evaluated policy is the final one, at {out.best_at:,} env steps: rlgen eval shows the same)")
     elif out.best_at is not None:

@@ -38,7 +38,7 @@ TEMPLATE_NAMES = frozenset(
         "SquashedGaussianActor", "DeterministicActor", "GSDEActor", "GSDEPolicy", "RolloutBuffer", "GraphRolloutBuffer",
         "ReplayBuffer", "TransitionStage", "VectorEnv", "HostTFEnv", "make_tf_env", "env_seed", "Normalizer",
         "BATCH", "OBS_SHAPE", "ACTION_SHAPE", "ACTION_SPEC", "RUN", "ROLES", "RUNNERS",
-        "ParallelVectorEnv", "AGENTS", "STATE_SHAPE", "FrameReplayBuffer", "group_metrics",
+        "ParallelVectorEnv", "AGENTS", "STATE_SHAPE", "FrameReplayBuffer", "group_metrics", "GroupPolicies",
         # functions, parameters and locals of the rank entry (main.py)
         "main", "argv", "rank", "session", "clock", "iteration", "_iteration", "progress",
         "group", "acted", "arrived", "join_groups", "EnvGroups", "GROUPS",

@@ -388,6 +388,10 @@ class RolePlan:
     normalize: NormalizeRef | None = field(default=None, metadata=OPTIONAL)
     #: With several agent groups: each learner's (group, metrics value), logged as ``<group>/<metric>``.
     group_metrics: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
+    #: With several agent groups whose learners the role holds every one of: each group's
+    #: (group, acting policy attribute), in ``env.groups`` order, attached as one policy
+    #: (``GroupPolicies``) for evaluation and export.
+    group_policies: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
     #: What the role's ranks ask for at start (its compute fragment's device; ``cpu`` for a
     #: role without one); None where the spec names no devices (every rank on the CPU).
     device: str | None = field(default=None, metadata=OPTIONAL)

@@ -2,23 +2,37 @@
 (uint8 for images, which the networks scale) to the policy's deterministic actions
 (``policy/`` and ``policy-best/`` of a run directory, what ``rlgen eval`` loads). Rank 0
 exports it, and so does the evaluator process (:mod:`rlgen.runtime.evaluation.process`)
-from its own copy of the policy.
+from its own copy of the policy. A multi-agent policy's ``obs`` are rows ``b*N + i``; with
+several agent groups, ``obs`` is a tuple of one batch per group and ``act`` returns one batch
+of actions per group (:class:`rlgen.runtime.policies.GroupPolicies`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 
-def export_policy(policy: Any, obs_shape: Sequence[int], target: Path, obs_dtype: str | None = None) -> None:
-    """Write ``policy`` as a SavedModel with ``act(obs)`` to ``target``, atomically; ``obs``
-    is ``obs_dtype`` (``uint8`` for images: fed as the env gives them; None: float32)."""
+def observation_spec(env: Mapping[str, Any]) -> Any:
+    """What the exported ``act`` takes for a run's ``env`` (its RunConfig's): one
+    ``tf.TensorSpec`` of a batch of observations, or with several agent groups a tuple of one
+    per group (``obs_shapes``)."""
     import tensorflow as tf
 
-    spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype or "float32"), name="obs")
+    dtype = tf.as_dtype(env.get("obs_dtype") or "float32")
+    if len(env.get("groups") or ()) > 1:
+        return tuple(tf.TensorSpec([None, *shape], dtype, name=f"obs_{g}") for g, shape in env["obs_shapes"].items())
+    return tf.TensorSpec([None, *env.get("obs_shape", [])], dtype, name="obs")
+
+
+def export_policy(policy: Any, env: Mapping[str, Any], target: Path) -> None:
+    """Write ``policy`` as a SavedModel with ``act(obs)`` to ``target``, atomically; ``obs``
+    as :func:`observation_spec` says for ``env`` (uint8 images: fed as the env gives them)."""
+    import tensorflow as tf
+
+    spec = observation_spec(env)
 
     class ExportedPolicy(tf.Module):
         def __init__(self) -> None:
@@ -27,7 +41,7 @@ def export_policy(policy: Any, obs_shape: Sequence[int], target: Path, obs_dtype
 
         # straight-line code: autograph's conversion was 0.6 of the first export's 0.8 s
         @tf.function(input_signature=[spec], autograph=False)
-        def act(self, obs: tf.Tensor) -> tf.Tensor:
+        def act(self, obs: Any) -> Any:
             return self.policy.act(obs, deterministic=True)[0]
 
     from .devices import host_scope

@@ -143,6 +143,24 @@ class Policy(tf.Module):
         return action, dist.log_prob(action)
 
 
+class GroupPolicies(tf.Module):
+    """The policies of several agent groups (``env.groups``) acting as one: ``act`` takes one
+    batch of observations per group, group by group as the env returns them, and returns one
+    batch of actions per group (what ``env.step`` takes). What rank 0 evaluates and exports
+    where it holds every group's policy."""
+
+    def __init__(self, policies: dict[str, Any]) -> None:
+        super().__init__(name="group_policies")
+        self.policies = list(policies.values())  # env.groups order; a checkpoint holds every group's weights
+
+    def act(self, obs: Any, deterministic: bool = False) -> tuple[tuple[tf.Tensor, ...], tuple[tf.Tensor, ...]]:
+        """``(actions, log_probs)``, one of each per group, of ``obs`` (one batch per group)."""
+        if len(obs) != len(self.policies):
+            raise ValueError(f"act takes one batch of observations per group ({len(self.policies)}), got {len(obs)}")
+        acted = [p.act(o, deterministic=deterministic) for p, o in zip(self.policies, obs, strict=True)]
+        return tuple(a for a, _ in acted), tuple(logp for _, logp in acted)
+
+
 class Value(tf.Module):
     """A state-value function ``V(obs) -> [B]`` over a network with one output.
 

@@ -389,7 +389,7 @@ class Session:
 
     def _export_to(self, target: Path) -> None:
         """Write the policy as a SavedModel with ``act(obs)`` to ``target``, atomically."""
-        export_policy(self._policy, self.config.env.get("obs_shape", []), target, self.config.env.get("obs_dtype"))
+        export_policy(self._policy, self.config.env, target)
 
     def _write_status(self, status: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         fields = {"name": self.config.name, "status": status, "workers": self.size, **(extra or {})}

@@ -68,7 +68,7 @@ SCRIPT = textwrap.dedent(
     evaluator = process.Evaluator(run_dir, env, 4, 7, lead=1, export=export, forked=forked)
     policy.network.trainable_variables[0].assign_add(tf.ones_like(policy.network.trainable_variables[0]))
     evaluator.request(policy, 100, 1)  # the weights as they are now, not the template's
-    steps, mean, _ = evaluator.collect()
+    steps, mean, _, _ = evaluator.collect()
     nicer = os.getpriority(os.PRIO_PROCESS, evaluator.proc.pid) - os.getpriority(os.PRIO_PROCESS, 0)
     evaluator.export(run_dir / "best")
     evaluator.close()

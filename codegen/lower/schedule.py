@@ -133,7 +133,28 @@ def lower_role(
         device=device,
         normalize=normalize,
         group_metrics=_group_metrics(fdg, frags, known) if ctx.spaces.groups else None,
+        group_policies=_group_policies(fdg, ctx, frags) if ctx.spaces.groups else None,
     )
+
+
+def _group_policies(fdg: FDG, ctx: Context, frags: list[Fragment]) -> tuple[tuple[str, str], ...] | None:
+    """(group, acting policy attribute) of every agent group, in ``env.groups`` order, when
+    ``frags`` hold every group's learner (else None: the role cannot act for all agents)."""
+    graph = fdg.graph
+    edges = {e.name: e for e in graph.edges}
+    acting: dict[str, str] = {}
+    for f in frags:
+        for n in f.nodes:
+            node = graph.node(n)
+            comp = ctx.spec.components.get(node.component)
+            if node.method != "update" or comp is None or comp.kind not in ALGORITHMS:
+                continue
+            group = next((edges[i].group for i in node.inputs if i in edges and edges[i].group), None)
+            policy = comp.get(ALGORITHMS[comp.kind].acts)
+            if group is not None and policy is not None:
+                acting.setdefault(group, policy)
+    order = [g.name for g in ctx.spaces.groups]
+    return tuple((g, acting[g]) for g in order) if set(acting) == set(order) else None
 
 
 def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tuple[str, str], ...] | None:
@@ -281,6 +302,12 @@ def lower_run(fdg: FDG, ctx: Context, threaded_roles: tuple[str, ...] = ()) -> R
                 else {}
             ),
             **({"groups": {g: list(a) for g, a in spec.env.groups}} if spec.env.groups else {}),
+            # several groups: the exported policy takes one batch of observations per group
+            **(
+                {"obs_shapes": {g.name: list(g.observation.shape) for g in ctx.spaces.groups}}
+                if ctx.spaces and len(ctx.spaces.groups) > 1
+                else {}
+            ),
         },
         stop_mean_return=train.stop.mean_return,
         window=train.stop.window,

@@ -27,7 +27,7 @@ def _env_calls(ctx: Context, method: str) -> Iterator:
 @check
 def multi_agent_env(ctx: Context) -> Iterator[Finding]:
     """A PettingZoo env stands alone: no gymnasium id, factory, wrappers, declared spaces or
-    normalisation beside it, and no evaluation episodes yet; with one network per agent
+    normalisation beside it; with one network per agent
     (``agents: {share: false}``) the networks are MLPs, the learners take rollouts and their
     minibatches hold whole env copies.
 
@@ -67,13 +67,6 @@ def multi_agent_env(ctx: Context) -> Iterator[Finding]:
     yield from _tf_agent_kwargs(env)
     if not env.share:
         yield from _per_agent_networks(ctx)
-    if ctx.spec.train.eval.every:
-        yield error(
-            "E425",
-            ("train", "eval"),
-            "evaluation episodes are not supported for multi-agent envs yet; the training episodes' returns are logged",
-            "remove `train.eval`",
-        )
 
 
 def _per_agent_networks(ctx: Context) -> Iterator[Finding]:

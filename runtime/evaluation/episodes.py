@@ -95,6 +95,10 @@ class PolicyEvaluation:
         self.act, self.env, self.episodes, self.seed = act, env, int(episodes), int(seed)
         self._graph: Callable[[], Any] | None = None
         self._concrete: Callable[[Any], Any] | None = None
+        #: A multi-agent env (:mod:`.agents`): the agents per env copy, and with several groups
+        #: each group's returns in the last evaluation (the mean over its agents, per episode).
+        self.agents = int(env.get("agents") or 1) if env.get("pettingzoo") else 0
+        self.groups: dict[str, np.ndarray] = {}
 
     def _numpy_act(self, obs: np.ndarray) -> np.ndarray:
         """``act`` on NumPy observations, through its concrete function for a batch of any size,
@@ -116,11 +120,37 @@ class PolicyEvaluation:
         return self._concrete(tf.constant(obs))[0].numpy()
 
     def __call__(self, video: Path | None = None, name: str = "policy") -> np.ndarray:
+        """The returns of the episodes, one per episode (a multi-agent env's: the mean over
+        agents of each agent's return, as training logs them)."""
+        if self.agents and (self.env.get("backend") != "tensorflow" or video is not None):
+            return self._agent_episodes(video, name)
         if self.env.get("backend") != "tensorflow" or video is not None:
             return evaluate(self._numpy_act, self.env, self.episodes, self.seed, video, name)
         if self._graph is None:
             self._graph = self._in_graph()
         return self._graph().numpy()
+
+    def _agent_episodes(self, video: Path | None, name: str) -> np.ndarray:
+        """A multi-agent env's episodes on copies of its PettingZoo env (:mod:`.agents`)."""
+        import tensorflow as tf
+
+        from .agents import evaluate_agents
+
+        given = self.env.get("kwargs") or {}
+        if video is not None and any(given.get(k, "mpe2") != "mpe2" for k in ("reward", "physics")):
+            raise VideoError(
+                "--video: the in-graph env draws no frames, and its `reward`/`physics` options are "
+                "not those of the PettingZoo env that would draw them; evaluate without --video"
+            )
+
+        def numpy_act(obs: Any) -> Any:
+            return tf.nest.map_structure(lambda a: a.numpy(), self.act(tf.nest.map_structure(tf.constant, obs)))
+
+        # recording an in-graph env: its PettingZoo original with the same (mpe2) options draws the frames
+        env = {**self.env, "kwargs": {k: v for k, v in given.items() if k not in ("reward", "physics")}}
+        out = evaluate_agents(numpy_act, env, self.episodes, self.seed, EVAL_RANK, video, name)
+        self.groups = out.groups
+        return out.returns
 
     def prepare(self) -> None:
         """Trace and compile an in-graph evaluation now (the first call would; its result is not kept)."""
@@ -134,6 +164,10 @@ class PolicyEvaluation:
         from rlgen.runtime.tfenvs import make_tf_env
 
         seed = env_seed(self.seed, EVAL_RANK)
+        if self.agents:
+            from .agents import in_graph_agents
+
+            return in_graph_agents(self.act, self.env, self.episodes, seed)
         env = make_tf_env(
             self.env["id"], self.episodes, seed=seed, max_episode_steps=self.env.get("max_episode_steps"), name="eval"
         )

@@ -207,8 +207,9 @@ class Evaluator:
         self._send({"evaluate": weights, "steps": steps})
         self._forget_old_weights()
 
-    def collect(self) -> tuple[int, float, float] | None:
-        """Wait for the evaluation in flight: (env steps, mean, std), or None if the process failed."""
+    def collect(self) -> tuple[int, float, float, dict[str, float]] | None:
+        """Wait for the evaluation in flight: (env steps, mean, std, each agent group's mean), or
+        None if the process failed."""
         assert self.pending is not None
         steps, self.pending = self.pending["steps"], None
         while True:
@@ -216,7 +217,7 @@ class Evaluator:
             if reply is None or "error" in reply:
                 return None
             if reply.get("steps") == steps:
-                return steps, float(reply["mean"]), float(reply["std"])
+                return steps, float(reply["mean"]), float(reply["std"]), reply.get("groups", {})
 
     def export(self, target: Path) -> None:
         """Export the policy of the last evaluation to ``target`` (the process does it, in order)."""
@@ -301,15 +302,15 @@ def main(build: Callable[[], Any] | None = None) -> None:
         try:
             if "build" in message or "template" in message:
                 env = config["env"]
-                restore, act, save = _policy_copy(
-                    message, build, env.get("obs_shape", []), env.get("obs_dtype", "float32")
-                )
+                restore, act, save = _policy_copy(message, build, env)
                 evaluation = PolicyEvaluation(act, config["env"], config["episodes"], config["seed"])
                 evaluation.prepare()
             elif "evaluate" in message:
                 restore.read(message["evaluate"]).assert_existing_objects_matched()
                 returns = evaluation()
                 reply = {"steps": message["steps"], "mean": float(returns.mean()), "std": float(returns.std())}
+                if evaluation.groups:  # several agent groups: each one's mean agent return
+                    reply["groups"] = {g: float(r.mean()) for g, r in evaluation.groups.items()}
                 replies.write(json.dumps(reply) + "\n")
             elif "export" in message:
                 save(Path(message["export"]))
@@ -339,7 +340,7 @@ def _own_output(log: str | None) -> None:
 
 
 def _policy_copy(
-    message: dict[str, Any], build: Callable[[], Any] | None, obs_shape: list[int], obs_dtype: str = "float32"
+    message: dict[str, Any], build: Callable[[], Any] | None, env: dict[str, Any]
 ) -> tuple[Any, Callable[[Any], Any], Callable[[Path], None]]:
     """The process's copy of the policy: a checkpoint to restore snapshots through, the
     deterministic act function, and how to export it. Built here (forked: the act function is
@@ -351,7 +352,7 @@ def _policy_copy(
 
     if "build" in message:
         policy = build()
-        export = lambda target: export_policy(policy, obs_shape, target, obs_dtype)  # noqa: E731
+        export = lambda target: export_policy(policy, env, target)  # noqa: E731
         return tf.train.Checkpoint(policy=policy), act_function(policy), export
     loaded = tf.saved_model.load(message["template"])
     return tf.train.Checkpoint(policy=loaded.policy), loaded.act, lambda target: save(loaded, target)

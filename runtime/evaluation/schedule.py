@@ -151,15 +151,15 @@ class Evaluation:
             self.process.kill()
 
     # --- results -----------------------------------------------------------------------
-    def _landed(self, result: tuple[int, float, float] | None) -> dict[str, float]:
+    def _landed(self, result: tuple[int, float, float, dict[str, float]] | None) -> dict[str, float]:
         """Record a result of the evaluator process (None: it failed; evaluate here from now on)."""
         if result is None:
             self._note(f"the evaluation process failed (see {self.run_dir.eval_log}); evaluating in the loop")
             self.process.kill()
             self.process = None
             return {}
-        steps, mean, std = result
-        return self._record(mean, std, steps, self.process.export)
+        steps, mean, std, groups = result
+        return self._record(mean, std, steps, self.process.export, groups)
 
     def _here(self, env_steps: int) -> dict[str, float]:
         if self.policy is None:
@@ -171,14 +171,21 @@ class Evaluation:
             act = act_function(self.policy, cfg.eval_deterministic)
             self._in_loop = PolicyEvaluation(act, cfg.env, cfg.eval_episodes, cfg.seed)
         returns = self._in_loop()
-        return self._record(float(returns.mean()), float(returns.std()), env_steps, self._export)
+        groups = {g: float(r.mean()) for g, r in self._in_loop.groups.items()}
+        return self._record(float(returns.mean()), float(returns.std()), env_steps, self._export, groups)
 
-    def _record(self, mean: float, std: float, steps: int, export: Export) -> dict[str, float]:
+    def _record(
+        self, mean: float, std: float, steps: int, export: Export, groups: dict[str, float] | None = None
+    ) -> dict[str, float]:
         """An evaluation's result (of the policy at ``steps`` env steps), its row's fields; a new
-        best is exported to ``policy-best/`` by ``export`` (here, or by the evaluator process)."""
+        best is exported to ``policy-best/`` by ``export`` (here, or by the evaluator process).
+        A multi-agent env's return is the mean over agents of each agent's return (training's
+        ``mean_return``); with several agent groups, ``<group>/eval_return`` is each group's mean
+        agent return (training's ``<group>/return``)."""
         self.last = (mean, std, steps)
         if self.best is None or mean > self.best[0]:
             # off-policy learners in particular can get worse again: keep the best evaluated policy
             self.best = (mean, steps)
             export(self.run_dir.policy(best=True))
-        return {"eval_mean_return": mean, "eval_std_return": std, "eval_env_steps": steps}
+        fields = {"eval_mean_return": mean, "eval_std_return": std, "eval_env_steps": steps}
+        return {**fields, **{f"{g}/eval_return": value for g, value in (groups or {}).items()}}

@@ -51,6 +51,7 @@ RUN = RunConfig(
             "adversaries": ["adversary_0", "adversary_1", "adversary_2"],
             "good": ["agent_0"],
         },
+        "obs_shapes": {"adversaries": [16], "good": [14]},
     },
     stop_mean_return=None,
     window=100,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rlgen.algorithms.mappo import METRICS
 from rlgen.runtime.metricslog import group_metrics
+from rlgen.runtime.policies import GroupPolicies
 from rlgen.runtime.rank import run_rank
 from rlgen.runtime.session import RunConfig, Session
 
@@ -46,6 +47,7 @@ RUN = RunConfig(
             "adversaries": ["adversary_0", "adversary_1", "adversary_2"],
             "good": ["agent_0"],
         },
+        "obs_shapes": {"adversaries": [16], "good": [14]},
     },
     stop_mean_return=None,
     window=100,
@@ -70,7 +72,8 @@ def run_main(session: Session, rank: int) -> None:
     agent = AgentFragment(rank, RUN.seed)
     session.attach(
         agent,
-        policy=agent.actor_adv,
+        # every agent group's policy, acting as one (evaluation and export)
+        policy=GroupPolicies({"adversaries": agent.actor_adv, "good": agent.actor_good}),
     )
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
