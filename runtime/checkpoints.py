@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .rundir import RunDir, write_atomic
 
 _NUMBERED = re.compile(r"ckpt-(\d+)\.index$")
@@ -204,3 +206,25 @@ class Checkpoints:
         )
         self._manager = None
         self._managed()
+
+
+def digests(module: Any) -> dict[str, str]:
+    """What must be equal on every rank that holds the learner: every trainable variable (a
+    learner's own networks included, e.g. SAC's critics, which are not exchanged: replicas start
+    them equal from the run's seed) and the normaliser's statistics."""
+    out = {}
+    if module is not None and hasattr(module, "weights"):
+        out["weights_sha256"] = weights_digest(module.trainable_variables)
+    if getattr(module, "normalizer", None) is not None:
+        out["normalizer_sha256"] = weights_digest(module.normalizer.statistics())
+    return out
+
+
+def weights_digest(variables: Sequence[Any]) -> str:
+    """sha256 of variables' values in order: equal digests on two ranks mean equal weights."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for v in variables:
+        h.update(np.ascontiguousarray(v.numpy()).tobytes())
+    return h.hexdigest()

@@ -27,8 +27,11 @@ import numpy as np
 
 from .channels import Mesh, Stopped, pack, unpack
 
-#: Channel tags of the control messages (generated transfers use small tags).
-REPORT, VERDICT, BEGIN = 60_000, 60_001, 60_002
+#: Channel tags of the control messages (generated transfers use small tags); ``POLICY``: a
+#: group's policy weights for rank 0 (``agent-groups``, :mod:`rlgen.runtime.evaluation.remote`).
+REPORT, VERDICT, BEGIN, POLICY = 60_000, 60_001, 60_002, 60_003
+#: Added to a lockstep verdict's header when rank 0 wants the groups' policy weights after it.
+FETCH = 16
 #: Stop reasons as verdict headers (0: go on). ``switch``: the run goes on under another policy
 #: (``--policy auto``: a tried policy ran slower than ``single``); ``terminated``: SIGTERM.
 REASONS = ("", "interrupted", "mean return reached", "stopped by rank 0", "switch", "terminated")
@@ -86,6 +89,8 @@ def _header(iteration: int, interrupted: bool) -> int:
 class LocalControl:
     """One process: nothing to agree on."""
 
+    fetch = False  # the last verdict asked this rank for its policy weights (lockstep only)
+
     def begin(self, start: int) -> int:
         return start
 
@@ -102,8 +107,9 @@ class LocalControl:
         than 0 has rank 0 log); other ranks get their own back."""
         return Report(episodes, interrupted)
 
-    def verdict(self, reason: str) -> str:
-        """Rank 0's decision for this iteration, as this rank learns it ("" to go on)."""
+    def verdict(self, reason: str, fetch: bool = False) -> str:
+        """Rank 0's decision for this iteration, as this rank learns it ("" to go on); ``fetch``
+        (rank 0, lockstep): the other ranks send their policy weights next (:attr:`fetch`)."""
         return reason
 
     def stop_reason(self) -> str:
@@ -133,12 +139,14 @@ class LockstepControl(LocalControl):
             out.add(*self.mesh.recv(r, REPORT))
         return out
 
-    def verdict(self, reason: str) -> str:
+    def verdict(self, reason: str, fetch: bool = False) -> str:
         if self.rank == 0:
             for r in self.others:
-                self.mesh.send(r, VERDICT, header=REASONS.index(reason))
+                self.mesh.send(r, VERDICT, header=REASONS.index(reason) + FETCH * fetch)
             return reason
-        return REASONS[self.mesh.recv(0, VERDICT)[0]]
+        header = self.mesh.recv(0, VERDICT)[0]
+        self.fetch = bool(header & FETCH)
+        return REASONS[header % FETCH]
 
 
 class StreamControl(LockstepControl):
@@ -157,7 +165,7 @@ class StreamControl(LockstepControl):
                 out.add(*frame)
         return out
 
-    def verdict(self, reason: str) -> str:
+    def verdict(self, reason: str, fetch: bool = False) -> str:
         if self.rank == 0:
             if reason:
                 for r in self.others:

@@ -151,6 +151,7 @@ class GroupPolicies(tf.Module):
 
     def __init__(self, policies: dict[str, Any]) -> None:
         super().__init__(name="group_policies")
+        self.groups = tuple(policies)
         self.policies = list(policies.values())  # env.groups order; a checkpoint holds every group's weights
 
     def act(self, obs: Any, deterministic: bool = False) -> tuple[tuple[tf.Tensor, ...], tuple[tf.Tensor, ...]]:

@@ -34,9 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .checkpoints import Checkpoints
+from .checkpoints import Checkpoints, digests
 from .clock import Clock, part_fields
 from .control import LocalControl
 from .episodes import Episodes
@@ -129,6 +127,7 @@ class Session:
         self.stop_reason = ""
         self._module: Any = None
         self._policy: Any = None
+        self._copies: Any = None  # rank 0's copy of the groups' policies (agent-groups)
         self._checkpoints: Checkpoints | None = None
         self._rows: Rows | None = None
         self._elapsed_before = 0.0
@@ -182,14 +181,27 @@ class Session:
         return min(1.0, self.iteration / self.config.iterations)
 
     # --- set-up -----------------------------------------------------------------------
-    def attach(self, module: Any, policy: Any = None, sync: Sequence[Any] = (), checkpoints: str | None = None) -> None:
+    def attach(
+        self,
+        module: Any,
+        policy: Any = None,
+        sync: Sequence[Any] = (),
+        checkpoints: str | None = None,
+        policy_ranks: Mapping[str, int] | None = None,
+    ) -> None:
         """Register the module that holds the learner (checkpointed on rank 0) and the policy
         to evaluate and export. On resume, rank 0 restores it; ``sync`` variables (learner
         state that must be equal on every rank holding it) are then broadcast from rank 0.
         ``checkpoints``: this rank's agent group, whose learner it checkpoints itself
-        (``agent-groups``; restored in :meth:`begin`, at the resume point rank 0 chose)."""
+        (``agent-groups``; restored in :meth:`begin`, at the resume point rank 0 chose; its policy
+        goes to rank 0 to evaluate and export). ``policy_ranks``: rank 0's ``policy`` is a copy of
+        the groups' policies, given their weights by these ranks (:mod:`.evaluation.remote`)."""
         self._module, self._policy = module, policy
         self.evaluation.policy = policy
+        if policy_ranks is not None and self.rank == 0:
+            from .evaluation.remote import PolicyCopies
+
+            self._copies = PolicyCopies(policy, policy_ranks)
         if self.rank == 0:
             self._open_checkpoints(module)
         elif checkpoints is not None:
@@ -279,7 +291,9 @@ class Session:
             elif self.episodes.reached(self.config.stop_mean_return):
                 reason = "mean return reached"
             reason = reason or self.trial.verdict(self.env_steps, self.elapsed)
-        self.stop_reason = self.control.verdict(reason)
+        fetch = self._copies is not None and self.evaluation.asks(self.env_steps)  # the groups' weights
+        self.stop_reason = self.control.verdict(reason, fetch)
+        self._exchange_policy(fetch or self.control.fetch)
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
@@ -349,11 +363,13 @@ class Session:
         if self.rank != 0:
             if self._checkpoints is not None and not self.calibrate:
                 self.checkpoint()  # a group's rank: its learner, where rank 0 saves the run state
+                self._exchange_policy(True)  # and its final weights, for rank 0's closing evaluation and export
             if self.lifeline is not None:
                 self.lifeline.send("done", **done)
             return
         final_eval = None
         if not self.calibrate:
+            self._exchange_policy(True)  # agent-groups: the groups' final weights
             closing = self.stop_reason not in ("interrupted", "terminated", "switch")
             final_eval, exported = self.evaluation.final(self.iteration, self.env_steps, closing)
             self.checkpoint()
@@ -387,6 +403,18 @@ class Session:
             with contextlib.suppress(OSError):
                 self._write_status("failed", {"error": reason, "rank": self.rank})
 
+    def _exchange_policy(self, wanted: bool) -> None:
+        """``agent-groups``: a group's rank sends its policy's weights to rank 0, which puts every
+        group's into its copy (:mod:`.evaluation.remote`); elsewhere nothing."""
+        if not wanted:
+            return
+        from .evaluation import remote
+
+        if self._copies is not None:
+            self._copies.fetch(self.control.mesh)
+        elif self.rank != 0 and self.config.group_checkpoints and self._policy is not None:
+            remote.send_policy(self.control.mesh, self._policy)
+
     def _export_to(self, target: Path) -> None:
         """Write the policy as a SavedModel with ``act(obs)`` to ``target``, atomically."""
         export_policy(self._policy, self.config.env, target)
@@ -416,25 +444,3 @@ def run_summary(session: Session, final_eval: Mapping[str, float] | None = None)
     if final_eval:
         out["final_eval"] = {"mean_return": final_eval["eval_mean_return"], "std": final_eval["eval_std_return"]}
     return out
-
-
-def digests(module: Any) -> dict[str, str]:
-    """What must be equal on every rank that holds the learner: every trainable variable (a
-    learner's own networks included, e.g. SAC's critics, which are not exchanged: replicas start
-    them equal from the run's seed) and the normaliser's statistics."""
-    out = {}
-    if module is not None and hasattr(module, "weights"):
-        out["weights_sha256"] = weights_digest(module.trainable_variables)
-    if getattr(module, "normalizer", None) is not None:
-        out["normalizer_sha256"] = weights_digest(module.normalizer.statistics())
-    return out
-
-
-def weights_digest(variables: Sequence[Any]) -> str:
-    """sha256 of variables' values in order: equal digests on two ranks mean equal weights."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for v in variables:
-        h.update(np.ascontiguousarray(v.numpy()).tobytes())
-    return h.hexdigest()

@@ -88,7 +88,7 @@ class _Attached(Exception):  # noqa: N818 - not an error: how policy_of's stand-
 class _SetUpOnly:
     """A stand-in session: a role runs until it attaches its policy, which ends it."""
 
-    def attach(self, module: Any, policy: Any = None, sync: Any = ()) -> None:
+    def attach(self, module: Any, policy: Any = None, **_: Any) -> None:
         raise _Attached(policy)
 
 

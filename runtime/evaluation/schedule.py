@@ -98,6 +98,10 @@ class Evaluation:
         finally:
             self.seconds += time.perf_counter() - started
 
+    def asks(self, env_steps: int) -> bool:
+        """An evaluation is due at ``env_steps`` (:meth:`due` asks for it)."""
+        return bool(self.config.eval_every) and env_steps - self.last_steps >= self.config.eval_every
+
     def due(self, iteration: int, env_steps: int, last: bool) -> dict[str, float]:
         """This iteration's evaluation fields: a result that is due lands, and an evaluation that
         is due is asked for. ``last``: nothing may stay in flight past this iteration."""
@@ -105,7 +109,7 @@ class Evaluation:
         process = self.process
         if process is not None and process.pending and (iteration >= process.pending["due"] or last):
             out.update(self._landed(process.collect()))
-        if self.config.eval_every and env_steps - self.last_steps >= self.config.eval_every:
+        if self.asks(env_steps):
             self.last_steps = env_steps
             if self.process is not None:
                 self.process.request(self.policy, env_steps, iteration + self.process.lead)
