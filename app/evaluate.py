@@ -78,12 +78,7 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
         raise UsageError(f"{request.run_dir} is not a run directory ({why})") from None
     policy = run.policy(best=request.best)
     if not (policy / "saved_model.pb").is_file():
-        if doc.get("policy") == "agent-groups":  # each group's policy stays on its own rank
-            why = "policy agent-groups exports no policy yet; train under policy single to evaluate"
-        elif request.best:
-            why = "no periodic evaluation ran (train.eval.every)"
-        else:
-            why = "the run did not finish"
+        why = "no periodic evaluation ran (train.eval.every)" if request.best else "the run did not finish"
         raise Failed(f"{request.run_dir} has no {policy.name}/ ({why})")
     if request.video is not None:
         _need_video_writer()

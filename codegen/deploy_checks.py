@@ -141,15 +141,6 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
         if clashes := list(_check_group_roles(spec, policy)):
             yield from clashes
             return
-        if spec.train.eval.every:
-            yield error(
-                "E425",
-                ("train", "eval"),
-                f"policy '{policy.name}' cannot run evaluation episodes yet: each group's policy is on "
-                "its group's rank, and rank 0, which evaluates, steps the env and holds none",
-                "remove `train.eval`, or use `deploy.policy: single` (it evaluates every group's policy)",
-            )
-            return
         policy = policy.for_groups(tuple(g for g, _ in spec.env.groups))
     workers = spec.deploy.workers
     if workers < policy.min_workers:

@@ -392,6 +392,11 @@ class RolePlan:
     #: (group, acting policy attribute), in ``env.groups`` order, attached as one policy
     #: (``GroupPolicies``) for evaluation and export.
     group_policies: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
+    #: ``agent-groups``' env role (rank 0), which holds no group's learner: every group's (group,
+    #: fragment, fragment class, acting policy attribute, the group's rank), in ``env.groups``
+    #: order; it builds the fragments to evaluate and export a copy of the groups' policies, given
+    #: each group's weights by its rank (``rlgen.runtime.evaluation.remote``).
+    policy_copies: tuple[tuple[str, str, str, str, int], ...] | None = field(default=None, metadata=OPTIONAL)
     #: What the role's ranks ask for at start (its compute fragment's device; ``cpu`` for a
     #: role without one); None where the spec names no devices (every rank on the CPU).
     device: str | None = field(default=None, metadata=OPTIONAL)

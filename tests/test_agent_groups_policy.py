@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -80,22 +81,52 @@ def test_agent_groups_needs_groups_and_one_rank_per_group(tmp_path):
 @pytest.mark.skipif(
     not (Path(sys.executable).with_name("horovodrun")).exists(), reason="horovodrun not installed (scripts/setup.sh)"
 )
-def test_metrics_equal_single_for_the_same_seed(tmp_path):
+def test_metrics_and_evaluations_equal_single_for_the_same_seed(tmp_path):
+    """With periodic evaluation on: rank 0 evaluates (in its evaluator process) and exports its
+    copy of the groups' policies, given each group's weights at that point, so the evaluation
+    rows, the exported policy and ``rlgen eval``'s figures are single's for the same seed."""
     pytest.importorskip("mpe2.simple_tag_v3")
-    runs = {}
+    runs, exported = {}, {}
     for policy, workers in (("single", 1), ("agent-groups", 3)):
         run_dir = tmp_path / policy
         path = spec(tmp_path, policy, workers, policy.replace("-", "_"))
-        r = rlgen("run", path, "--set", "env.num_envs=4", "--iterations", 3, "--run-dir", run_dir, cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
+        args = ("--set", "env.num_envs=4", "--set", "train.eval.every=200", "--set", "train.eval.episodes=3")
+        r = rlgen("run", path, *args, "--iterations", 3, "--run-dir", run_dir, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
         timing = ("time", "steps_per_s")
         runs[policy] = [
             {k: v for k, v in json.loads(line).items() if k not in timing and "time_" not in k} for line in lines
         ]
+        exported[policy] = _policy_weights(run_dir / "policy")
+        out = rlgen("eval", run_dir, "--json", "--episodes", 3, "--seed", 5, cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+        exported[policy]["rlgen eval"] = json.loads(out.stdout)
     assert len(runs["single"]) == 3
     assert "adversaries/loss" in runs["agent-groups"][0] and "good/return" in runs["agent-groups"][-1]
+    evaluated = [row for row in runs["agent-groups"] if "eval_mean_return" in row]
+    assert [row["eval_env_steps"] for row in evaluated] == [200]
+    assert "adversaries/eval_return" in evaluated[0] and "good/eval_return" in evaluated[0]
     assert runs["agent-groups"] == runs["single"]
+    run = json.loads((tmp_path / "agent-groups" / "run.json").read_text())
+    assert run["best_eval"]["env_steps"] == 200 and run["final_eval"]  # the closing one, at 300 steps
+    assert (tmp_path / "agent-groups" / "policy-best" / "saved_model.pb").is_file()
+    # the exported policy holds the groups' trained weights (not rank 0's untrained copy's)
+    ours, theirs = exported["agent-groups"], exported["single"]
+    assert sorted(ours) == sorted(theirs) and len(ours) > 10
+    for name, value in theirs.items():
+        np.testing.assert_array_equal(ours[name], value, err_msg=name)  # rlgen eval's figures too
+
+
+def _policy_weights(policy_dir: Path) -> dict:
+    """The exported policy's weights (every group's), by their place in the SavedModel: its
+    variables less the sampling generators' states (deterministic actions use none)."""
+    import tensorflow as tf
+
+    path = str(policy_dir / "variables" / "variables")
+    reader = tf.train.load_checkpoint(path)
+    names = [n for n, _ in tf.train.list_variables(path) if n.endswith("VARIABLE_VALUE") and "generator" not in n]
+    return {n: reader.get_tensor(n) for n in names}
 
 
 @pytest.mark.skipif(

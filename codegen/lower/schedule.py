@@ -134,15 +134,38 @@ def lower_role(
         normalize=normalize,
         group_metrics=_group_metrics(fdg, frags, known) if ctx.spaces.groups else None,
         group_policies=_group_policies(fdg, ctx, frags) if ctx.spaces.groups else None,
+        policy_copies=_policy_copies(fdg, ctx)
+        if ctx.policy.per_group and ctx.spaces.groups and learner is None and any(f.kind == "env" for f in frags)
+        else None,
     )
 
 
 def _group_policies(fdg: FDG, ctx: Context, frags: list[Fragment]) -> tuple[tuple[str, str], ...] | None:
     """(group, acting policy attribute) of every agent group, in ``env.groups`` order, when
     ``frags`` hold every group's learner (else None: the role cannot act for all agents)."""
+    acting = _acting(fdg, ctx, frags)
+    order = [g.name for g in ctx.spaces.groups]
+    return tuple((g, acting[g][1]) for g in order) if set(acting) == set(order) else None
+
+
+def _policy_copies(fdg: FDG, ctx: Context) -> tuple[tuple[str, str, str, str, int], ...] | None:
+    """``agent-groups``' env role: (group, fragment, its class, acting policy attribute, the
+    group's rank) of every group, in ``env.groups`` order: rank 0 builds each group's fragment to
+    evaluate and export a copy of its policy, given the group's weights (None: a group acts
+    through no learner's policy)."""
+    acting = _acting(fdg, ctx, list(fdg.fragments))
+    order = [g.name for g in ctx.spaces.groups]
+    if set(acting) != set(order):
+        return None
+    rank_of = {f.name: r.rank for f in fdg.fragments for r in fdg.ranks if r.role == f.role}
+    return tuple((g, frag, class_name(frag), attr, rank_of[frag]) for g in order for frag, attr in [acting[g]])
+
+
+def _acting(fdg: FDG, ctx: Context, frags: list[Fragment]) -> dict[str, tuple[str, str]]:
+    """group -> (fragment, acting policy attribute) of the group learners ``frags`` hold."""
     graph = fdg.graph
     edges = {e.name: e for e in graph.edges}
-    acting: dict[str, str] = {}
+    acting: dict[str, tuple[str, str]] = {}
     for f in frags:
         for n in f.nodes:
             node = graph.node(n)
@@ -152,9 +175,8 @@ def _group_policies(fdg: FDG, ctx: Context, frags: list[Fragment]) -> tuple[tupl
             group = next((edges[i].group for i in node.inputs if i in edges and edges[i].group), None)
             policy = comp.get(ALGORITHMS[comp.kind].acts)
             if group is not None and policy is not None:
-                acting.setdefault(group, policy)
-    order = [g.name for g in ctx.spaces.groups]
-    return tuple((g, acting[g]) for g in order) if set(acting) == set(order) else None
+                acting.setdefault(group, (f.name, policy))
+    return acting
 
 
 def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tuple[str, str], ...] | None:

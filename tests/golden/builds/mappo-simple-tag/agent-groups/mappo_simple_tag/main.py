@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from rlgen.algorithms.mappo import METRICS
 from rlgen.runtime.metricslog import group_metrics
+from rlgen.runtime.policies import GroupPolicies
 from rlgen.runtime.rank import run_rank
 from rlgen.runtime.session import RunConfig, Session
 
@@ -74,6 +75,15 @@ ROLES = {0: "env", 1: "adversaries", 2: "good"}  # rank -> role
 def run_env(session: Session, rank: int) -> None:
     """Role `env` (ranks [0])."""
     env_worker = EnvWorkerFragment(rank, RUN.seed)
+    # a copy of every agent group's policy, given the group's weights by its rank where an
+    # evaluation is due and at the end (evaluation and export)
+    adversaries = AdversariesFragment(rank, RUN.seed)
+    good = GoodFragment(rank, RUN.seed)
+    session.attach(
+        None,
+        policy=GroupPolicies({"adversaries": adversaries.actor_adv, "good": good.actor_good}),
+        policy_ranks={"adversaries": 1, "good": 2},
+    )
     clock = session.clock
     # --- block init (spec: $.loop.init): once, before the first iteration ---
     obs_adv, state_adv, obs_good, state_good = env_worker.init_env_reset()
