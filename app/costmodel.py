@@ -123,7 +123,8 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
     own = cores_per_rank(cores, workers) if k > 1 else 1
     slow = k / own
     work = (infer + update) * k + env + buf + other  # core-seconds of an iteration
-    used = min(workers - 1 + own, cores)
+    updaters = policy.learner_workers(workers) if policy.cut else 1
+    used = min(workers + updaters * (own - 1), cores)
     obs = profile.steps_per_iteration * profile.obs_bytes * BYTE_S  # an iteration's observations moved
     weights = profile.weight_bytes * BYTE_S
     if policy.cut is None:

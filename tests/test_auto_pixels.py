@@ -17,7 +17,7 @@ from test_auto import records
 
 from rlgen.api import validate_file
 from rlgen.app.auto import Chooser
-from rlgen.app.costmodel import BYTE_S, TRY, Profile, predict, traffic
+from rlgen.app.costmodel import ALLREDUCE_S, BYTE_S, TRY, Profile, predict, traffic
 from rlgen.app.history import History
 from rlgen.codegen.policies import POLICIES
 from rlgen.machine import cores_per_rank, local_cores
@@ -59,8 +59,12 @@ def test_a_heavy_update_on_every_core_is_not_predicted_to_gain_from_actors_that_
     assert 0.55 * single < predict(profile, POLICIES["actors-learner"], 3, cores=2) < 0.8 * single
     # the same times read as one thread's (the model before it knew): a trial it would have lost
     assert predict(breakout(threads=1), POLICIES["actors-learner"], 3, cores=2) > TRY * single
-    # a small network's update (one thread) keeps its speed under every policy
     assert cores_per_rank(2, 3) == 1 and cores_per_rank(8, 3) == 2 and cores_per_rank(2, 1) == 2
+    # on 8 cores two learners each take 4 threads and half the batch: each updates as long as
+    # single's update on all 8, and they keep every core busy, plus the allreduces
+    step = ALLREDUCE_S + 2 * 4 * NATURE_CNN * BYTE_S
+    t = 0.37 + 0.63 / 2 + 2.73 + 16 * step
+    assert predict(breakout(threads=8), POLICIES["multi-learner"], 2, cores=8) == pytest.approx(1024 / t)
 
 
 def test_the_threads_a_single_run_updated_on_are_remembered_and_predicted_from(tmp_path):
