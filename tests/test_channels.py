@@ -158,6 +158,25 @@ def test_a_peer_process_that_dies_is_named():
         proc.kill()
 
 
+def test_a_rank_that_closes_waits_for_a_busy_peer_to_take_a_rollout_too_big_for_the_sockets():
+    """An actor's last PPO Breakout rollout (29 MB of uint8 frames) while the learner is still
+    updating: closing flushes it, however long the learner takes to read (more than the 2 s
+    the goodbye alone gets), and the learner gets it whole, then the goodbye."""
+    learner, actor = _meshes(2, _star(2))
+    frames = np.random.default_rng(0).integers(0, 256, (1024, 4, 84, 84), dtype=np.uint8)
+    actor.send(0, 1, pack([frames]))
+    closing = threading.Thread(target=actor.close)
+    closing.start()
+    time.sleep(3.0)  # the learner's update
+    _, payload = learner.recv(1, 1, timeout=60)
+    np.testing.assert_array_equal(unpack(payload, [((1024, 4, 84, 84), "uint8")])[0], frames)
+    with pytest.raises(Stopped):  # then nothing more: it finished, it was not lost
+        learner.recv(1, 1, timeout=30)
+    closing.join(30)
+    assert not closing.is_alive()
+    learner.close()
+
+
 def test_a_transfer_arrives_in_the_declared_dtypes_whatever_the_sender_holds():
     """MuJoCo envs give float64 observations; the receiver reads the plan's float32."""
     from rlgen.runtime import p2p
