@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     results: dict = {}
-    with tempfile.TemporaryDirectory(prefix="rlgen-switch-") as tmp_name:
+    with tempfile.TemporaryDirectory(prefix="rlgen-switch-", ignore_cleanup_errors=True) as tmp_name:
         tmp = Path(tmp_name)
         for name in filter(None, args.workloads.split(",")):
             workload = WORKLOADS[name]
