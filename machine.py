@@ -17,6 +17,12 @@ def local_cores() -> int:
         return os.cpu_count() or 1
 
 
+def cores_per_rank(cores: int, ranks: int) -> int:
+    """The intra-op threads a rank whose update is heavy takes: its host's ``cores`` shared
+    among the ``ranks`` it runs, at least one (the other ranks run one thread each)."""
+    return max(1, cores // max(1, ranks))
+
+
 def cache_dir() -> Path:
     """``$RLGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgen``, else ``~/.cache/rlgen``."""
     if os.environ.get("RLGEN_CACHE_DIR"):

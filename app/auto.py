@@ -42,7 +42,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ from .costmodel import (
     ranked,
     runs_note,
     table,
+    traffic,
 )
 from .history import History, ran
 
@@ -94,6 +95,7 @@ class Chooser:
     ) -> None:
         self.spec, self.total_steps, self.run_dir, self.hosts = spec, total_steps, RunDir(run_dir), list(hosts)
         self.env_calls, self.grad_steps = env_calls, grad_steps
+        self.obs_bytes = self.weight_bytes = 0  # what crosses a cut (costmodel.traffic), set by :meth:`shape`
         self.cores = cores or local_cores()
         # placements (rlgen.dsl.devices.auto_placements): the profile's first, predicted; the others unknown
         self.base, self.pinned = devices[0], len(devices) > 1  # pinned: every run is given its placement
@@ -110,8 +112,10 @@ class Chooser:
         self.extra = list(extra)  # the command line's --seed/--set: candidates run the same algorithm
 
     def shape(self, steps_per_iteration: int) -> None:
-        """Env calls and gradient steps per iteration, from the spec and its iteration size."""
+        """Env calls and gradient steps per iteration, from the spec and its iteration size, and
+        the bytes its observations and weights take (:func:`rlgen.app.costmodel.traffic`)."""
         spec = self.model
+        self.obs_bytes, self.weight_bytes = traffic(spec)
         self.env_calls = max(1, steps_per_iteration // spec.env.num_envs)
         self.grad_steps = 1
         for comp in spec.components.values():
@@ -130,7 +134,16 @@ class Chooser:
         if base is None or not base.steps_per_iteration:
             return False
         self.shape(base.steps_per_iteration)
-        profile = Profile(base.steps_per_iteration, self.env_calls, self.grad_steps, base.parts, base.steps_per_s)
+        profile = Profile(
+            base.steps_per_iteration,
+            self.env_calls,
+            self.grad_steps,
+            base.parts,
+            base.steps_per_s,
+            self.obs_bytes,
+            self.weight_bytes,
+            base.threads,
+        )
         ms = {k: 1000 * v for k, v in base.parts.items()}
         single = Candidate("single", 1, base.steps_per_s, base.steps_per_s, ms, note=runs_note(base.runs))
         single.devices = self.base
@@ -154,7 +167,12 @@ class Chooser:
         if not last and records[-1]["time"] - records[0]["time"] < PROFILE_S:
             return None
         started = time.perf_counter()
-        profile = profile_of(records, self.env_calls, self.grad_steps)
+        profile = replace(
+            profile_of(records, self.env_calls, self.grad_steps),
+            obs_bytes=self.obs_bytes,
+            weight_bytes=self.weight_bytes,
+            threads=self.run_dir.intra_op_threads(),  # the profile's own
+        )
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
         single.devices = self.base

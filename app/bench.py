@@ -108,6 +108,8 @@ def run_policy(
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "failed").splitlines() if ln.strip()]
         first_error = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "failed")
         return PolicyResult(policy, workers, False, first_error)
+    if "--calibrate" not in extra:  # its detached curves.png: drawn before the next row or the directory's removal
+        child.drawn(run_dir / "curves.png")
     return read_run(run_dir, policy, workers, target)
 
 

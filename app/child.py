@@ -47,3 +47,18 @@ def draw_curves(run_dir: Path, out: Path, log: Path) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
         start(["plot", str(run_dir), "-o", str(out)], errors=err)
+
+
+def drawn(out: Path, timeout: float = 60.0) -> bool:
+    """Wait until :func:`draw_curves` has written ``out``, at most ``timeout`` seconds (at once
+    without matplotlib: nothing is drawn); whether it was. For a caller that removes the run
+    directory next, or times the next run."""
+    import importlib.util
+    import time
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return False
+    deadline = time.monotonic() + timeout
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return out.exists()

@@ -12,6 +12,7 @@ from typing import Any
 
 from rlgen.codegen.policies import POLICIES, DistributionPolicy
 from rlgen.dsl.hosts import slots_of
+from rlgen.machine import cores_per_rank
 from rlgen.runtime.clock import CATEGORIES as PARTS  # the parts a run times
 
 #: The most calibration may cost, as a share of the run's expected length.
@@ -38,7 +39,10 @@ MAX_LOCAL_WORKERS = 4
 #: env time, per env step, 0.95 ms with 1 and 1.0 ms with 2 workers; 0.06 ms on an idle machine)
 ROUND_TRIP_S = 0.001
 ALLREDUCE_S = 0.0034  # one Horovod allreduce of a small network's gradients
-TRANSFER_S = 0.001  # one rollout or weights message over a channel
+TRANSFER_S = 0.001  # one rollout or weights message over a channel, its bytes aside
+#: what a byte costs through a channel, sender and receiver together, with every core busy
+#: (benchmarks/channel_bytes.py: a PPO Breakout rollout's 28.9 MB of uint8 frames in 119 ms)
+BYTE_S = 4e-9
 #: starting a measurement's or the chosen policy's ranks until their first iteration, until a
 #: measurement says better (benchmarks/dist_start.py: 7-10 s outside the clock for 2-3 ranks)
 START_S = 10.0
@@ -84,6 +88,12 @@ class Profile:
     grad_steps: int  # gradient steps per iteration (each an allreduce under multi-learner)
     parts: dict[str, float]
     steps_per_s: float
+    obs_bytes: int = 0  # one env step's observations as the loop carries them (:func:`traffic`)
+    weight_bytes: int = 0  # the learner's weights: a weights message, the gradients of an allreduce
+    #: intra-op threads the profile's inference and update ran on: more than one where the
+    #: update is heavy (rlgen.codegen.lower.threads), and then a rank of a candidate that
+    #: updates gets its share of the cores (rlgen.machine.cores_per_rank)
+    threads: int = 1
 
 
 def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: int, network_rtt: float = 0.0) -> float:
@@ -91,46 +101,63 @@ def predict(profile: Profile, policy: DistributionPolicy, workers: int, cores: i
 
     Each rank's time per iteration follows from the part times split over the ranks that
     share them; overlapped policies (lag ≥ 1, asynchronous) take the slowest role instead
-    of the sum; no policy beats the whole work spread over ``min(workers, cores)`` cores.
-    ``network_rtt`` (seconds; ranks on other hosts) adds to every round trip: a request
-    and its answer, a one-way message (half), and an allreduce (:data:`ALLREDUCE_RTTS` of
-    them: Horovod's negotiation with its coordinator, then the ring)."""
+    of the sum; no policy beats the whole work (in core-seconds) spread over the cores its
+    ranks' threads can use. What crosses a cut costs a fixed time per message plus
+    :data:`BYTE_S` a byte: an iteration's observations, the weights each actor pulls, an
+    allreduce's gradients (twice: a ring sends and receives them). A heavy update
+    (``profile.threads`` > 1) runs on the threads its rank gets here: its inference and update
+    time scale with the threads, an actor's inference runs on one, and a learner's share of
+    the batch saves its share of the work. ``network_rtt`` (seconds; ranks on other hosts)
+    adds to every round trip: a request and its answer, a one-way message (half), and an
+    allreduce (:data:`ALLREDUCE_RTTS` of them: Horovod's negotiation with its coordinator,
+    then the ring)."""
     round_trip, allreduce = ROUND_TRIP_S + network_rtt, ALLREDUCE_S + ALLREDUCE_RTTS * network_rtt
     transfer = TRANSFER_S + network_rtt / 2
-    p = profile.parts
+    p, k = profile.parts, profile.threads
     infer, env, buf = p["inference"], p["env"], p["buffer"]
     update = p["update"] + p["loop"]
     other = p["comm"] + p["other"]
     total = infer + env + buf + update + other
-    used = min(workers, cores)
+    # a rank that updates: its threads here, how much slower its inference and update run,
+    # and the cores the candidate's ranks can use (the other ranks run one thread each)
+    own = cores_per_rank(cores, workers) if k > 1 else 1
+    slow = k / own
+    work = (infer + update) * k + env + buf + other  # core-seconds of an iteration
+    updaters = policy.learner_workers(workers) if policy.cut else 1
+    used = min(workers + updaters * (own - 1), cores)
+    obs = profile.steps_per_iteration * profile.obs_bytes * BYTE_S  # an iteration's observations moved
+    weights = profile.weight_bytes * BYTE_S
     if policy.cut is None:
         t = total
     elif policy.cut == "experience":
         actors = policy.env_workers(workers)
-        act = infer + (env + buf) / actors + transfer
-        learn = update + other + transfer
+        act = infer * k + (env + buf + obs) / actors + transfer + weights  # an actor's own thread
+        learn = update * slow + other + transfer + obs + actors * weights
         overlapped = policy.lag > 0 or policy.asynchronous
         t = max(act, learn) if overlapped else act + learn
-        t = max(t, (actors * act + learn) / used)
+        t = max(t, (actors * act + learn * own) / used)
     elif policy.cut == "env" and policy.per_group:  # agent-groups: each group's compute on its own rank
         n = policy.learner_workers(workers)
-        t = env + (infer + buf + update) / n + other + profile.env_calls * (round_trip + transfer)
-        t = max(t, (total + profile.env_calls * round_trip) / used)
+        t = env + ((infer + update) * slow + buf) / n + other + profile.env_calls * (round_trip + transfer) + obs
+        t = max(t, (work + profile.env_calls * round_trip + obs) / used)
     elif policy.cut == "env":
         workers_env, groups = policy.env_workers(workers), policy.env_groups
-        trips = profile.env_calls * round_trip  # groups' round trips overlap one another
+        trips = profile.env_calls * round_trip + obs  # groups' round trips overlap one another
         if groups > 1:  # a call per group, each on fewer envs (a small network's call is mostly fixed cost)
-            infer_all = infer * (groups + 1) / 2
-            t = buf + update + other + max(infer_all, env / workers_env) + trips
-            t = max(t, (total - infer + infer_all + trips) / used)
+            infer_all = infer * slow * (groups + 1) / 2
+            t = buf + update * slow + other + max(infer_all, env / workers_env) + trips
+            t = max(t, (work + (infer_all / slow - infer) * k + trips) / used)
         else:
-            t = infer + buf + update + other + env / workers_env + trips
-            t = max(t, (total + trips) / used)
+            t = infer * slow + buf + update * slow + other + env / workers_env + trips
+            t = max(t, (work + trips) / used)
     else:  # gradients: every rank acts for its share of envs and learns on its share of the batch
         n = policy.learner_workers(workers)
-        # a small network's update step is mostly fixed cost: a smaller batch saves only part of it
-        per_rank = infer + (env + buf) / n + update * (0.5 + 0.5 / n) + other
-        t = max(per_rank, n * per_rank / used) + profile.grad_steps * allreduce
+        # a small network's call and update step are mostly fixed cost: a smaller batch saves
+        # only part of the update; a heavy one's work goes with the batch
+        share = 1 / n if k > 1 else 0.5 + 0.5 / n
+        per_rank = infer * slow * (share if k > 1 else 1.0) + (env + buf) / n + update * slow * share + other
+        t = max(per_rank, n * per_rank * own / used)
+        t += profile.grad_steps * (allreduce + 2 * profile.weight_bytes * BYTE_S)
     return profile.steps_per_iteration / t if t > 0 else 0.0
 
 
@@ -142,6 +169,29 @@ def profile_of(records: Sequence[dict[str, Any]], env_calls: int, grad_steps: in
     steps = steady[-1]["env_steps"] - records[0]["env_steps"] if len(records) > 1 else steady[-1]["env_steps"]
     per_iteration = steps // len(steady)
     return Profile(per_iteration, env_calls, grad_steps, parts, steps / span if span > 0 else 0.0)
+
+
+def traffic(spec: Any) -> tuple[int, int]:
+    """What the cost model's messages carry, from the validated spec (rlgen.dsl.spec.Spec):
+    the bytes of one env step's observations (every agent's, in the dtype the loop carries:
+    a uint8 image is a byte an element, as it crosses a cut) and of the learner's weights
+    (float32; a custom network, whose size is known only at run time, counts nothing). (0, 0)
+    where the env's spaces cannot be read."""
+    import math
+
+    import numpy as np
+
+    from rlgen.codegen.context import Context
+    from rlgen.codegen.weights import weights_of
+    from rlgen.dsl.envinfo import resolve_spaces
+
+    spaces, _ = resolve_spaces(spec.env)
+    if spaces is None:
+        return 0, 0
+    groups = [(g.observation, g.rows) for g in spaces.groups] or [(spaces.observation, spaces.rows)]
+    obs = sum(math.prod(space.shape) * np.dtype(space.dtype).itemsize * rows for space, rows in groups)
+    weights = weights_of(Context(spec, spaces, POLICIES["single"]), spec.components)
+    return obs, 4 * sum(math.prod(w.shape) for w in weights if None not in w.shape)
 
 
 def network_rtt(hosts: Sequence[str], port: int = 22, tries: int = 5) -> float:

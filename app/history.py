@@ -86,6 +86,7 @@ class Measured:
     runs: int
     parts: dict[str, float]  # seconds per iteration per part (``single`` only; else empty)
     steps_per_iteration: int
+    threads: int = 1  # intra-op threads its inference and update ran on (``single`` only)
 
 
 def speed_of(rows: Sequence[dict[str, Any]]) -> tuple[float, dict[str, float], int] | None:
@@ -133,10 +134,16 @@ class History:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def add(
-        self, policy: str, workers: int, rows: Sequence[dict[str, Any]], spec_name: str = "", devices: str = ""
+        self,
+        policy: str,
+        workers: int,
+        rows: Sequence[dict[str, Any]],
+        spec_name: str = "",
+        devices: str = "",
+        threads: int = 1,
     ) -> bool:
         """Keep the speed of a run's rows under ``policy`` on ``workers`` placed on ``devices``
-        (:func:`ran`); False when too short."""
+        (:func:`ran`), and a ``single`` run's intra-op ``threads``; False when too short."""
         speed = speed_of(rows)
         if speed is None:
             return False
@@ -144,6 +151,7 @@ class History:
         entry = {"at": time.time(), "steps_per_s": round(steps_per_s, 1), "steps_per_iteration": per_iteration}
         if policy == "single":
             entry["parts"] = {p: round(v, 6) for p, v in parts.items()}
+            entry["threads"] = threads
         try:
             with self._locked():
                 doc = self._read()
@@ -176,5 +184,6 @@ class History:
                 len(fresh),
                 parts if policy == "single" else {},
                 int(statistics.median(r.get("steps_per_iteration", 0) for r in fresh)),
+                int(statistics.median(r.get("threads", 1) for r in fresh)),
             )
         return out

@@ -272,7 +272,8 @@ def _remember(info: BuildInfo, hosts: Any, run: RunDir, rows: slice = slice(None
 
     spec = json.loads((info.build_dir / "spec.resolved.json").read_text())
     devices = placement((spec.get("deploy") or {}).get("devices"), gpu_visible())
-    _history(spec, hosts).add(info.policy, info.workers, read_metrics(run.path)[rows], info.name, devices)
+    rows_kept = read_metrics(run.path)[rows]
+    _history(spec, hosts).add(info.policy, info.workers, rows_kept, info.name, devices, run.intra_op_threads())
 
 
 # --- --policy auto ------------------------------------------------------------------------

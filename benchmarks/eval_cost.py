@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlgen.app.child import drawn
+
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ["examples/ppo-cartpole.rl.yaml", "examples/ppo-cartpole-ingraph.rl.yaml"]
 MODES = {  # key: (label, environment, extra arguments)
@@ -57,9 +59,7 @@ def one_run(
     subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, **env}, cwd=run_dir.parent)
     wall = time.perf_counter() - started
     doc = json.loads((run_dir / "run.json").read_text())
-    deadline = time.monotonic() + 60
-    while not (run_dir / "curves.png").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    drawn(run_dir / "curves.png")
     return float(doc["elapsed"]), wall, float(doc.get("eval_s", 0.0)), int(doc["env_steps"])
 
 

@@ -40,6 +40,13 @@ _FRAME = struct.Struct("!HqQ")  # tag, header (an int: a version, a count), payl
 _BYE = 0xFFFF  # tag of the goodbye frame
 #: Seconds to wait for peers' connections at start-up.
 CONNECT_TIMEOUT = 60.0
+#: Seconds a closing rank waits for its peers to take what it sent and close their ends too,
+#: reading what they still send meanwhile. A peer reads at its next receive, which may be a
+#: whole update away (a Breakout learner's takes 3-15 s, and an actor's last rollout, 29 MB,
+#: does not fit in the sockets' buffers); a socket closed before then would be reset by what
+#: the peer still sends it (new weights), and the reset drops what the peer had not read
+#: yet. A peer that is gone ends the wait at once.
+CLOSE_TIMEOUT = 300.0
 
 
 class PeerLost(ConnectionError):
@@ -342,9 +349,12 @@ class Mesh:
         for peer in list(self._peers.values()):
             with contextlib.suppress(OSError, PeerLost, Stopped):
                 self.send(peer.rank, _BYE)
-        end = time.monotonic() + 2.0  # flush what is pending, then let peers read our goodbye
+        # flush what is pending, then wait for every peer to read our goodbye and close its
+        # end (reading meanwhile: a peer closing too flushes to this rank, and one that is
+        # gone shows as closed); see CLOSE_TIMEOUT
+        end = time.monotonic() + CLOSE_TIMEOUT
         while time.monotonic() < end and any(p.pending and not p.closed for p in self._peers.values()):
-            time.sleep(0.005)
+            self._pump(0.005)
         for peer in list(self._peers.values()):
             with contextlib.suppress(OSError):
                 peer.sock.shutdown(socket.SHUT_WR)

@@ -128,6 +128,11 @@ class RunDir:
             raise ValueError(f"{self.run_json} is not a JSON object")
         return doc
 
+    def intra_op_threads(self) -> int:
+        """The intra-op threads rank 0 runs TensorFlow with (``run.json``'s ``threads``, which it
+        writes as it starts; 1 before)."""
+        return int((self.read().get("threads") or {}).get("intra_op", 1))
+
     def update(
         self,
         fields: Mapping[str, Any] | None = None,

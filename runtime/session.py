@@ -80,9 +80,9 @@ class RunConfig:
         """Intra-op threads for a rank of ``role``: one, unless codegen found the role's update
         heavy (:mod:`rlgen.codegen.lower.threads`); then the host's cores shared among the ranks
         it runs, at least one."""
-        if role not in self.threaded_roles:
-            return 1
-        return max(1, cores // max(1, local_ranks))
+        from rlgen.machine import cores_per_rank
+
+        return cores_per_rank(cores, local_ranks) if role in self.threaded_roles else 1
 
 
 def _sent(session: Session, metrics: Any) -> dict[str, float] | None:

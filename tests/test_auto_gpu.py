@@ -16,6 +16,7 @@ import pytest
 from test_auto import records
 
 from rlgen import machine
+from rlgen.api import validate_file
 from rlgen.app.auto import Chooser
 from rlgen.app.costmodel import Candidate, calibration_order, ranked
 from rlgen.app.history import History, ran
@@ -156,7 +157,7 @@ def test_history_keeps_placements_and_recall_chooses_a_gpu_placement_measured_be
     assert "single:1@learner=gpu,actors=gpu" in json.loads(h.path.read_text())["measured"]
 
     c = chooser(tmp_path, {}, budget=0.0)  # nothing measured again
-    c.model = type("Model", (), {"env": type("Env", (), {"num_envs": 8}), "components": {}})
+    c.model = validate_file(PPO).spec  # what Chooser.shape reads
     assert c.recall(h)
     assert (c.choice.policy, c.choice.workers, c.choice.devices) == ("single", 1, GPU) and c.seen == []
     assert c.choice.note.startswith("measured before") and c.record["choice"]["devices"]["learner"] == "gpu"

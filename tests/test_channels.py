@@ -32,7 +32,7 @@ def _meshes(size: int, peers_of) -> list[Mesh]:
 
 
 def _close(*meshes: Mesh) -> None:
-    """Close meshes at once, as ranks finishing together do (each waits briefly for its peers)."""
+    """Close meshes at once, as ranks finishing together do (each waits for its peers to close)."""
     threads = [threading.Thread(target=m.close) for m in meshes]
     for t in threads:
         t.start()
@@ -123,10 +123,13 @@ def test_a_goodbye_ends_waits_quietly_and_an_interrupt_ends_them_too():
     threading.Timer(0.2, actor.interrupt).start()
     with pytest.raises(Stopped):
         actor.recv(0, 1, timeout=10)
-    learner.close()
+    closing = threading.Thread(target=learner.close)  # as in its own process: it stays until the actor closes
+    closing.start()
     with pytest.raises(Stopped):  # the learner said goodbye: nothing more will come
         actor.recv(0, 1, timeout=10)
     actor.close()
+    closing.join(10)
+    assert not closing.is_alive()
 
 
 _PEER = """
@@ -156,6 +159,46 @@ def test_a_peer_process_that_dies_is_named():
         mesh.close()
     finally:
         proc.kill()
+
+
+def test_a_rank_that_closes_waits_for_a_busy_peer_to_take_a_rollout_too_big_for_the_sockets():
+    """An actor's last PPO Breakout rollout (29 MB of uint8 frames) while the learner is still
+    updating: closing flushes it, however long the learner takes to read (more than the 2 s
+    the goodbye alone gets), and the learner gets it whole, then the goodbye."""
+    learner, actor = _meshes(2, _star(2))
+    frames = np.random.default_rng(0).integers(0, 256, (1024, 4, 84, 84), dtype=np.uint8)
+    actor.send(0, 1, pack([frames]))
+    closing = threading.Thread(target=actor.close)
+    closing.start()
+    time.sleep(3.0)  # the learner's update
+    _, payload = learner.recv(1, 1, timeout=60)
+    np.testing.assert_array_equal(unpack(payload, [((1024, 4, 84, 84), "uint8")])[0], frames)
+    with pytest.raises(Stopped):  # then nothing more: it finished, it was not lost
+        learner.recv(1, 1, timeout=30)
+    closing.join(30)
+    assert not closing.is_alive()
+    learner.close()
+
+
+def test_a_rank_that_closes_stays_until_its_busy_peer_has_read_it_though_the_peer_sends_more():
+    """The actor's last rollout sits in the sockets' buffers while the learner updates past the
+    goodbye's old 2 s; the learner then sends the actor new weights. Had the actor's socket
+    closed, those would reset the connection and drop the unread rollout (PeerLost)."""
+    learner, actor = _meshes(2, _star(2))
+    frames = np.random.default_rng(0).integers(0, 256, (16, 4, 84, 84), dtype=np.uint8)  # fits the buffers
+    actor.send(0, 1, pack([frames]))
+    closing = threading.Thread(target=actor.close)
+    closing.start()
+    time.sleep(2.5)  # the learner's update
+    learner.send(1, 2, pack([np.zeros(1 << 20, np.uint8)]))  # its new weights
+    time.sleep(0.5)
+    _, payload = learner.recv(1, 1, timeout=30)
+    np.testing.assert_array_equal(unpack(payload, [((16, 4, 84, 84), "uint8")])[0], frames)
+    with pytest.raises(Stopped):
+        learner.recv(1, 1, timeout=30)
+    closing.join(30)
+    assert not closing.is_alive()
+    learner.close()
 
 
 def test_a_transfer_arrives_in_the_declared_dtypes_whatever_the_sender_holds():

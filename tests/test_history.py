@@ -8,10 +8,13 @@ import time
 
 import pytest
 
+from rlgen.api import validate_file
 from rlgen.app import history as hist
 from rlgen.app.auto import Chooser
 from rlgen.app.costmodel import Candidate
 from rlgen.app.history import History, key_of, speed_of
+
+from conftest import ROOT
 
 SPEC = {
     "name": "s",
@@ -104,15 +107,8 @@ def _chooser(tmp_path, measure=None) -> Chooser:
         cores=2,
         note=lambda s: None,
         measure=measure or never,
-        model=_Model(),
+        model=validate_file(ROOT / "examples" / "ppo-cartpole.rl.yaml").spec,  # what Chooser.shape reads
     )
-
-
-class _Model:  # what Chooser.shape reads from a validated spec
-    class env:  # noqa: N801
-        num_envs = 8
-
-    components: dict = {}
 
 
 def test_auto_starts_under_the_fastest_policy_measured_before_without_measuring_again(tmp_path):

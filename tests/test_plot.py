@@ -62,3 +62,14 @@ def test_the_command_line_names_what_it_cannot_plot(tmp_path):
     assert r.returncode == 2 and "png" in r.stderr
     r = subprocess.run([sys.executable, "-m", "rlgen", "plot", str(run)], capture_output=True, text=True)
     assert r.returncode == 0 and (run / "curves.png").is_file()
+
+
+def test_a_caller_can_wait_for_a_finished_runs_detached_drawing(tmp_path):
+    """What ``rlgen bench`` does before its next row and before it removes its runs: a drawing
+    that lands after the wait began is waited for; none drawn, the wait ends at its timeout."""
+    from rlgen.app.child import draw_curves, drawn
+
+    run = fake_run(tmp_path, "r", 0)
+    draw_curves(run, run / "curves.png", run / "plot.log")
+    assert drawn(run / "curves.png", timeout=120) and (run / "curves.png").stat().st_size > 0
+    assert not drawn(tmp_path / "never.png", timeout=0.3)
