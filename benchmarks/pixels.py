@@ -29,7 +29,7 @@ envs fill the replay sooner, with the same replay and network). ``--dqn-steps`` 
 
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
     .venv/bin/python benchmarks/pixels.py --dqn-steps 110000
-    .venv/bin/python benchmarks/pixels.py --sb3-python /path/to/sb3-venv/bin/python [--rounds 2]
+    .venv/bin/python benchmarks/pixels.py --sb3-python /path/to/sb3-venv/bin/python [--rounds 2] [--envpool]
 
 Against SB3 (``--sb3-python``): rlgen's PPO Breakout under ``single`` (as above) and SB3's PPO
 with the same env and settings (``benchmarks/sb3_atari.py``, run by that interpreter), one after
@@ -54,11 +54,12 @@ EXAMPLE = ROOT / "examples" / "ppo-breakout.rl.yaml"
 PARTS = ("time_update", "time_env", "time_inference", "time_comm")
 
 
-def speed(policy: str, workers: int, iterations: int, scratch: Path) -> dict:
-    run_dir = scratch / f"ppo-breakout-{policy}"
+def speed(policy: str, workers: int, iterations: int, scratch: Path, backend: str = "gymnasium") -> dict:
+    run_dir = scratch / f"ppo-breakout-{policy}-{backend}"
     cmd = [sys.executable, "-m", "rlgen", "run", str(EXAMPLE), "--policy", policy, "--iterations", str(iterations)]
     cmd += ["--workers", str(workers)] if policy != "single" else []
     cmd += ["--set", "train.eval.every=100000000", "--set", "train.checkpoint.every=100000000"]
+    cmd += ["--set", f"env.backend={backend}"] if backend != "gymnasium" else []
     cmd += ["--run-dir", str(run_dir), "--quiet"]
     start = time.perf_counter()
     r = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
@@ -166,13 +167,16 @@ def dqn_process(steps: int, envs: int) -> None:
     )
 
 
-def against_sb3(python: str, iterations: int, rounds: int) -> None:
-    """rlgen's and SB3's PPO Breakout, alternating, env steps/s and where the time goes."""
+def against_sb3(python: str, iterations: int, rounds: int, envpool: bool = False) -> None:
+    """rlgen's and SB3's PPO Breakout, alternating, env steps/s and where the time goes; with
+    ``envpool`` also rlgen on ``backend: envpool`` (SB3 has no envpool backend of its own)."""
     sb3 = [python, str(ROOT / "benchmarks" / "sb3_atari.py"), "--iterations", str(iterations)]
     rows: dict[str, list[dict]] = {"rlgen single": [], "SB3 PPO": []}
+    if envpool:
+        rows["rlgen envpool"] = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            for name in ("rlgen single", "SB3 PPO") if r % 2 == 0 else ("SB3 PPO", "rlgen single"):
+            for name in list(rows) if r % 2 == 0 else list(rows)[::-1]:
                 if name == "SB3 PPO":
                     out = subprocess.run(sb3, capture_output=True, text=True, cwd=tmp)
                     if out.returncode != 0:
@@ -184,8 +188,8 @@ def against_sb3(python: str, iterations: int, rounds: int) -> None:
                     )
                 else:
                     scratch = Path(tmp) / f"round-{r}"
-                    scratch.mkdir()
-                    x = speed("single", 1, iterations, scratch)
+                    scratch.mkdir(exist_ok=True)
+                    x = speed("single", 1, iterations, scratch, "envpool" if name == "rlgen envpool" else "gymnasium")
                     rest = x["time_env"] + x["time_inference"]
                     rows[name].append({"steps_per_s": x["steps_per_s"], "update": x["time_update"], "rest": rest})
                 print(f"  round {r + 1} {name}: {rows[name][-1]['steps_per_s']:.1f} env steps/s", flush=True)
@@ -195,10 +199,11 @@ def against_sb3(python: str, iterations: int, rounds: int) -> None:
         upd = sum(x["update"] for x in xs) / max(1, len(xs))
         rest = sum(x["rest"] for x in xs) / max(1, len(xs))
         print(f"  {name:<14} {rates:<24} {upd:>9.1f} {rest:>13.1f}")
-    if rows["rlgen single"] and rows["SB3 PPO"]:
-        a = statistics.median(x["steps_per_s"] for x in rows["rlgen single"])
+    if rows["SB3 PPO"]:
         b = statistics.median(x["steps_per_s"] for x in rows["SB3 PPO"])
-        print(f"  ratio rlgen / SB3 (medians over rounds): {a / b:.2f}")
+        for name in (n for n in rows if n != "SB3 PPO" and rows[n]):
+            a = statistics.median(x["steps_per_s"] for x in rows[name])
+            print(f"  ratio {name} / SB3 (medians over rounds): {a / b:.2f}")
 
 
 def main() -> None:
@@ -212,11 +217,12 @@ def main() -> None:
     ap.add_argument("--dqn-steps", type=int, default=0, help="only DQN Pong's whole process, for this many steps")
     ap.add_argument("--sb3-python", default=None, help="an interpreter with stable-baselines3: only rlgen vs SB3")
     ap.add_argument("--dqn-envs", type=int, default=1, help="its envs (the Zoo's: 1; more fill the replay sooner)")
+    ap.add_argument("--envpool", action="store_true", help="with --sb3-python: also rlgen on backend: envpool")
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
     if args.sb3_python:
         print(f"PPO Breakout, rlgen single against SB3, {args.iterations} iterations of 8 envs x 128 steps:")
-        against_sb3(args.sb3_python, args.iterations, args.rounds)
+        against_sb3(args.sb3_python, args.iterations, args.rounds, args.envpool)
         return
     if args.dqn_steps:
         dqn_process(args.dqn_steps, args.dqn_envs)
