@@ -22,7 +22,10 @@ every ``--eval-every`` env steps (as rlgen's ``train.eval``: after the update th
 step; sampled actions, as the spec's ``deterministic: false``) and two at the end
 (``{"kind": "eval", "step", "scores", "final", "deterministic"}``: sampled actions, then the
 likeliest, as ``rlgen eval``'s exported policy), and a closing ``{"kind": "done", ...}``; the
-trained model goes to ``--save`` (default: ``--out`` with ``.zip``). Evaluations run
+trained model goes to ``--save`` (default: ``--out`` with ``.zip``). SIGTERM or SIGINT stops it
+at the start of the next iteration with the model saved there (``{"kind": "stopped"}``, exit
+143 or 130; the games under way are lost), and ``--resume`` with the same arguments goes on
+from there (the schedules too) in fresh envs. Evaluations run
 ``evaluate_policy`` on a separate env built the same way (seed ``--eval-seed``, one env a game);
 it counts the ``Monitor``'s episode returns, so a score is the unclipped full game, as
 ``rlgen eval`` reports it.
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -67,11 +72,13 @@ class Clock(BaseCallback):
 class Learning(BaseCallback):
     """Training games' scores, and an evaluation at every multiple of ``every`` env steps, as JSON lines."""
 
-    def __init__(self, out, eval_seed: int, every: int, episodes: int, deterministic: bool) -> None:
+    def __init__(self, out, eval_seed: int, every: int, episodes: int, deterministic: bool, wall: float = 0.0) -> None:
         super().__init__()
         self.out, self.eval_seed, self.every = out, eval_seed, every
         self.episodes, self.deterministic = episodes, deterministic
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() - wall  # wall: seconds of the run before a --resume
+        self.stop_asked = self.stopping = False  # SIGTERM or SIGINT: stop at the next rollout's start
+        self.boundary = 0  # env steps at the last rollout's start
 
     def write(self, record: dict) -> None:
         record["wall_s"] = round(time.perf_counter() - self.started, 1)
@@ -104,10 +111,15 @@ class Learning(BaseCallback):
         )
 
     def _on_rollout_start(self) -> None:  # after the previous iteration's update
-        if self.num_timesteps and self.num_timesteps % self.every == 0:
+        self.boundary = steps = self.model.num_timesteps
+        if self.stop_asked:  # whole iterations only: the first step of this rollout is dropped
+            self.stopping = True
+        elif steps and steps % self.every == 0:
             self.evaluate(self.episodes, final=False)
 
     def _on_step(self) -> bool:
+        if self.stopping:
+            return False
         for info in self.locals["infos"]:
             if "episode" in info:  # the Monitor's whole game, all lives, unclipped
                 ep = info["episode"]
@@ -122,18 +134,46 @@ def make_env(seed: int, n_envs: int = 8):
     return VecFrameStack(env, n_stack=4)
 
 
-def learn(args: argparse.Namespace, model: PPO) -> None:
-    with open(args.out, "w") as out:
-        cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False)
-        cb.write({"kind": "start", "seed": args.seed, "steps": args.learn_steps, "eval_seed": args.eval_seed})
-        model.learn(total_timesteps=args.learn_steps, callback=cb)
+def learn(args: argparse.Namespace, model: PPO) -> int:
+    """Train to ``--learn-steps`` (from the saved model with ``--resume``); on SIGTERM or SIGINT,
+    save the model at the last whole iteration and return 143 (130), for ``--resume``."""
+    save = args.save or str(Path(args.out).with_suffix(".zip"))
+    wall = 0.0
+    if args.resume:
+        lines = [json.loads(ln) for ln in Path(args.out).read_text().splitlines() if ln.strip()]
+        if lines and lines[-1]["kind"] == "done":
+            return 0
+        wall = max((rec.get("wall_s", 0.0) for rec in lines), default=0.0)
+        model = PPO.load(save, env=model.get_env(), device="cpu")
+    with open(args.out, "a" if args.resume else "w") as out:
+        cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False, wall=wall)
+        signals = {signal.SIGTERM: 143, signal.SIGINT: 130}
+        code = 0
+
+        def stop(signum: int, _frame: object) -> None:
+            nonlocal code
+            cb.stop_asked, code = True, signals[signum]
+
+        for signum in signals:
+            signal.signal(signum, stop)
+        if args.resume:
+            cb.write({"kind": "resumed", "step": model.num_timesteps})
+        else:
+            cb.write({"kind": "start", "seed": args.seed, "steps": args.learn_steps, "eval_seed": args.eval_seed})
+        model.learn(total_timesteps=args.learn_steps - model.num_timesteps, callback=cb, reset_num_timesteps=False)
+        if cb.stopping:
+            model.num_timesteps = cb.boundary  # the dropped step does not count
+            model.save(save)
+            cb.write({"kind": "stopped", "step": cb.boundary})
+            return code
         if model.num_timesteps % args.eval_every == 0:  # the last rollout_start did not come
             cb.evaluate(args.eval_episodes, final=False)
-        model.save(args.save or str(Path(args.out).with_suffix(".zip")))
+        model.save(save)
         cb.evaluate(args.final_episodes, final=True)  # stochastic, as the periodic ones
         cb.deterministic = True  # and as `rlgen eval` (the exported policy takes the likeliest action)
         cb.evaluate(args.final_episodes, final=True)
         cb.write({"kind": "done", "step": model.num_timesteps})
+    return 0
 
 
 def main() -> None:
@@ -146,6 +186,7 @@ def main() -> None:
     ap.add_argument("--eval-episodes", type=int, default=5, help="games a periodic evaluation plays")
     ap.add_argument("--final-episodes", type=int, default=10, help="games the final evaluation plays")
     ap.add_argument("--save", help="where the trained model goes (default: --out with .zip)")
+    ap.add_argument("--resume", action="store_true", help="go on from --save and --out (a stopped run)")
     ap.add_argument("--eval-seed", type=int, default=10_000, help="seed of the evaluation envs")
     args = ap.parse_args()
     if args.learn_steps and not args.out:
@@ -167,8 +208,7 @@ def main() -> None:
         verbose=0,
     )
     if args.learn_steps:
-        learn(args, model)
-        return
+        sys.exit(learn(args, model))
     clock = Clock()
     start = time.perf_counter()
     model.learn(total_timesteps=args.iterations * 128 * 8, callback=clock)
