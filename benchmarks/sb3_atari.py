@@ -6,24 +6,49 @@ not a dependency of rlgen), e.g. ``/path/to/sb3-venv/bin/python benchmarks/sb3_a
 env is the one rlgen's ``atari`` preset makes: ``ALE/Breakout-v5`` with ``frameskip=1`` (v5's
 sticky actions, 0.25, kept) under SB3's ``AtariWrapper`` (no-op reset up to 30, frame skip 4,
 life loss as episode end, reward clipping, 84x84 grey) and ``VecFrameStack(4)``, 8 envs in one
-process (``DummyVecEnv``, as ``make_atari_env``). PPO: ``CnnPolicy``, 128 steps, 4 epochs of
+process (``DummyVecEnv``, as ``make_atari_env``), with one difference: the ``AtariWrapper`` also
+presses FIRE on every reset, a lost life's included (``FireResetEnv``), where rlgen's agent
+has to learn to. PPO: ``CnnPolicy``, 128 steps, 4 epochs of
 minibatch 256, lr and clip linear from 2.5e-4 and 0.1, vf 0.5, ent 0.01. It prints one JSON line:
 env steps/s over iterations 2..N and the seconds of their rollouts and updates.
 
     python benchmarks/sb3_atari.py [--iterations 4] [--seed 1]
+
+With ``--learn-steps N`` it trains for N env steps instead (the linear schedules run over N, as
+rlgen's over ``train.total_steps``) and writes JSON lines to ``--out``: every training game's
+unclipped score (``{"kind": "episode", "step", "score", "length"}``, from the ``Monitor`` that
+``make_atari_env`` puts under the ``AtariWrapper``, so a game is all its lives), an evaluation
+every ``--eval-every`` env steps (as rlgen's ``train.eval``: after the update that reaches the
+step; sampled actions, as the spec's ``deterministic: false``) and two at the end
+(``{"kind": "eval", "step", "scores", "final", "deterministic"}``: sampled actions, then the
+likeliest, as ``rlgen eval``'s exported policy), and a closing ``{"kind": "done", ...}``; the
+trained model goes to ``--save`` (default: ``--out`` with ``.zip``). SIGTERM or SIGINT stops it
+at the start of the next iteration with the model saved there (``{"kind": "stopped"}``, exit
+143 or 130; the games under way are lost), and ``--resume`` with the same arguments goes on
+from there (the schedules too) in fresh envs. Evaluations run
+``evaluate_policy`` on a separate env built the same way (seed ``--eval-seed``, one env a game);
+it counts the ``Monitor``'s episode returns, so a score is the unclipped full game, as
+``rlgen eval`` reports it.
+
+    python benchmarks/sb3_atari.py --learn-steps 499712 --seed 1 --out sb3-s1.jsonl \
+        [--eval-every 100352] [--eval-episodes 5] [--final-episodes 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import time
+from pathlib import Path
 
 import ale_py
 import gymnasium
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env
+from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecFrameStack
 
 
@@ -44,14 +69,130 @@ class Clock(BaseCallback):
         return True
 
 
+class Learning(BaseCallback):
+    """Training games' scores, and an evaluation at every multiple of ``every`` env steps, as JSON lines."""
+
+    def __init__(self, out, eval_seed: int, every: int, episodes: int, deterministic: bool, wall: float = 0.0) -> None:
+        super().__init__()
+        self.out, self.eval_seed, self.every = out, eval_seed, every
+        self.episodes, self.deterministic = episodes, deterministic
+        self.started = time.perf_counter() - wall  # wall: seconds of the run before a --resume
+        self.stop_asked = self.stopping = False  # SIGTERM or SIGINT: stop at the next rollout's start
+        self.boundary = 0  # env steps at the last rollout's start
+
+    def write(self, record: dict) -> None:
+        record["wall_s"] = round(time.perf_counter() - self.started, 1)
+        self.out.write(json.dumps(record) + "\n")
+        self.out.flush()
+
+    def evaluate(self, episodes: int, final: bool) -> None:
+        # A fresh env each time: the AtariWrapper's reset after a game left unfinished by the last
+        # evaluation would only take a no-op step, and that game would run on under this one.
+        # One env a game, so that each plays exactly one from its reset (no bias to short games).
+        env = make_env(self.eval_seed, n_envs=episodes)
+        scores, lengths = evaluate_policy(
+            self.model,
+            env,
+            n_eval_episodes=episodes,
+            deterministic=self.deterministic,
+            return_episode_rewards=True,
+            warn=False,
+        )
+        env.close()
+        self.write(
+            {
+                "kind": "eval",
+                "step": self.num_timesteps,
+                "scores": [float(x) for x in scores],
+                "lengths": [int(x) for x in lengths],
+                "final": final,
+                "deterministic": self.deterministic,
+            }
+        )
+
+    def _on_rollout_start(self) -> None:  # after the previous iteration's update
+        self.boundary = steps = self.model.num_timesteps
+        if self.stop_asked:  # whole iterations only: the first step of this rollout is dropped
+            self.stopping = True
+        elif steps and steps % self.every == 0:
+            self.evaluate(self.episodes, final=False)
+
+    def _on_step(self) -> bool:
+        if self.stopping:
+            return False
+        for info in self.locals["infos"]:
+            if "episode" in info:  # the Monitor's whole game, all lives, unclipped
+                ep = info["episode"]
+                self.write(
+                    {"kind": "episode", "step": self.num_timesteps, "score": float(ep["r"]), "length": int(ep["l"])}
+                )
+        return True
+
+
+def make_env(seed: int, n_envs: int = 8):
+    env = make_atari_env("ALE/Breakout-v5", n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1})
+    return VecFrameStack(env, n_stack=4)
+
+
+def learn(args: argparse.Namespace, model: PPO) -> int:
+    """Train to ``--learn-steps`` (from the saved model with ``--resume``); on SIGTERM or SIGINT,
+    save the model at the last whole iteration and return 143 (130), for ``--resume``."""
+    save = args.save or str(Path(args.out).with_suffix(".zip"))
+    wall = 0.0
+    if args.resume:
+        lines = [json.loads(ln) for ln in Path(args.out).read_text().splitlines() if ln.strip()]
+        if lines and lines[-1]["kind"] == "done":
+            return 0
+        wall = max((rec.get("wall_s", 0.0) for rec in lines), default=0.0)
+        model = PPO.load(save, env=model.get_env(), device="cpu")
+    with open(args.out, "a" if args.resume else "w") as out:
+        cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False, wall=wall)
+        signals = {signal.SIGTERM: 143, signal.SIGINT: 130}
+        code = 0
+
+        def stop(signum: int, _frame: object) -> None:
+            nonlocal code
+            cb.stop_asked, code = True, signals[signum]
+
+        for signum in signals:
+            signal.signal(signum, stop)
+        if args.resume:
+            cb.write({"kind": "resumed", "step": model.num_timesteps})
+        else:
+            cb.write({"kind": "start", "seed": args.seed, "steps": args.learn_steps, "eval_seed": args.eval_seed})
+        model.learn(total_timesteps=args.learn_steps - model.num_timesteps, callback=cb, reset_num_timesteps=False)
+        if cb.stopping:
+            model.num_timesteps = cb.boundary  # the dropped step does not count
+            model.save(save)
+            cb.write({"kind": "stopped", "step": cb.boundary})
+            return code
+        if model.num_timesteps % args.eval_every == 0:  # the last rollout_start did not come
+            cb.evaluate(args.eval_episodes, final=False)
+        model.save(save)
+        cb.evaluate(args.final_episodes, final=True)  # stochastic, as the periodic ones
+        cb.deterministic = True  # and as `rlgen eval` (the exported policy takes the likeliest action)
+        cb.evaluate(args.final_episodes, final=True)
+        cb.write({"kind": "done", "step": model.num_timesteps})
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--learn-steps", type=int, help="train this many env steps, writing --out")
+    ap.add_argument("--out", help="JSON lines of training games and evaluations (with --learn-steps)")
+    ap.add_argument("--eval-every", type=int, default=100352, help="env steps between evaluations")
+    ap.add_argument("--eval-episodes", type=int, default=5, help="games a periodic evaluation plays")
+    ap.add_argument("--final-episodes", type=int, default=10, help="games the final evaluation plays")
+    ap.add_argument("--save", help="where the trained model goes (default: --out with .zip)")
+    ap.add_argument("--resume", action="store_true", help="go on from --save and --out (a stopped run)")
+    ap.add_argument("--eval-seed", type=int, default=10_000, help="seed of the evaluation envs")
     args = ap.parse_args()
+    if args.learn_steps and not args.out:
+        ap.error("--learn-steps needs --out")
     gymnasium.register_envs(ale_py)  # the ALE/ namespace
-    env = make_atari_env("ALE/Breakout-v5", n_envs=8, seed=args.seed, env_kwargs={"frameskip": 1})
-    env = VecFrameStack(env, n_stack=4)
+    env = make_env(args.seed)
     model = PPO(
         "CnnPolicy",
         env,
@@ -66,6 +207,8 @@ def main() -> None:
         device="cpu",
         verbose=0,
     )
+    if args.learn_steps:
+        sys.exit(learn(args, model))
     clock = Clock()
     start = time.perf_counter()
     model.learn(total_timesteps=args.iterations * 128 * 8, callback=clock)

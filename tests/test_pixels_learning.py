@@ -1,0 +1,52 @@
+"""benchmarks/pixels_learning.py: how it reads ``sb3_atari.py --learn-steps``' JSON lines and
+places rlgen against SB3's seeds (TensorFlow-free)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def pl(monkeypatch):  # noqa: ANN001, ANN201
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # benchmarks/ is not a package
+    return importlib.import_module("pixels_learning")
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_reads_sb3_lines(pl, tmp_path: Path) -> None:  # noqa: ANN001
+    games = [{"kind": "episode", "step": 8 * i, "score": float(i), "length": 100} for i in range(150)]
+    evals = [
+        {"kind": "eval", "step": 100352, "scores": [1, 2, 3, 4, 5], "final": False, "deterministic": False},
+        {"kind": "eval", "step": 200704, "scores": [2.0] * 5, "final": False, "deterministic": False},
+        {"kind": "eval", "step": 250880, "scores": [10.0] * 5 + [20.0] * 5, "final": True, "deterministic": False},
+        {"kind": "eval", "step": 250880, "scores": [7.0] * 10, "final": True, "deterministic": True},
+    ]
+    done = {"kind": "done", "step": 250880, "wall_s": 99.0}
+    side = pl.read_sb3(_write(tmp_path / "sb3.jsonl", [{"kind": "start"}, *games, *evals, done]), 3)
+    assert (side.seed, side.finished, side.env_steps, side.train_s) == (3, True, 250880, 99.0)
+    assert side.train_games == 150 and side.train_last100 == pytest.approx(sum(range(50, 150)) / 100)
+    # the sampled final evaluation ends the curve; the likeliest action's is the final one
+    assert [(e.step, e.mean, e.games) for e in side.evals] == [(100352, 3.0, 5), (200704, 2.0, 5), (250880, 15.0, 10)]
+    assert side.evals[0].sd == pytest.approx(2**0.5)  # over the games (numpy's sd, as rlgen's)
+    assert (side.final.mean, side.final.sd, side.final.games) == (7.0, 0.0, 10)
+    # a run still going: no final evaluation yet, not finished
+    side = pl.read_sb3(_write(tmp_path / "part.jsonl", [{"kind": "start"}, *games[:20], evals[0]]), 1)
+    assert not side.finished and side.final is None and side.env_steps == 100352
+    assert side.train_last100 == pytest.approx(sum(range(20)) / 20) and len(side.evals) == 1
+
+
+def test_verdict(pl) -> None:  # noqa: ANN001
+    assert "above" in pl.verdict([30.0], [10.0, 20.0])
+    assert "within" in pl.verdict([10.0, 14.0], [10.0, 20.0])  # rlgen's mean over seeds, 12
+    assert "below" in pl.verdict([9.0], [10.0, 20.0])
+    assert "no verdict" in pl.verdict([], [10.0])
