@@ -122,6 +122,10 @@ class Chooser:
             if comp.get("epochs") and comp.get("minibatch"):  # epochs of minibatches (ppo)
                 self.grad_steps = comp.get("epochs") * max(1, steps_per_iteration // comp.get("minibatch"))
 
+    def _traffic(self, profile: Profile, threads: int) -> Profile:
+        """``profile`` with the spec's bytes (set by :meth:`shape`) and the threads its update ran on."""
+        return replace(profile, obs_bytes=self.obs_bytes, weight_bytes=self.weight_bytes, threads=threads)
+
     def recall(self, history: History) -> bool:
         """Choose before the run starts, from what this machine measured for the spec before
         (:mod:`rlgen.app.history`): True when ``single`` has been measured, and then
@@ -134,16 +138,8 @@ class Chooser:
         if base is None or not base.steps_per_iteration:
             return False
         self.shape(base.steps_per_iteration)
-        profile = Profile(
-            base.steps_per_iteration,
-            self.env_calls,
-            self.grad_steps,
-            base.parts,
-            base.steps_per_s,
-            self.obs_bytes,
-            self.weight_bytes,
-            base.threads,
-        )
+        profile = Profile(base.steps_per_iteration, self.env_calls, self.grad_steps, base.parts, base.steps_per_s)
+        profile = self._traffic(profile, base.threads)
         ms = {k: 1000 * v for k, v in base.parts.items()}
         single = Candidate("single", 1, base.steps_per_s, base.steps_per_s, ms, note=runs_note(base.runs))
         single.devices = self.base
@@ -167,12 +163,7 @@ class Chooser:
         if not last and records[-1]["time"] - records[0]["time"] < PROFILE_S:
             return None
         started = time.perf_counter()
-        profile = replace(
-            profile_of(records, self.env_calls, self.grad_steps),
-            obs_bytes=self.obs_bytes,
-            weight_bytes=self.weight_bytes,
-            threads=self.run_dir.intra_op_threads(),  # the profile's own
-        )
+        profile = self._traffic(profile_of(records, self.env_calls, self.grad_steps), self.run_dir.intra_op_threads())
         ms = {k: 1000 * v for k, v in profile.parts.items()}
         single = Candidate("single", 1, profile.steps_per_s, profile.steps_per_s, ms, note="profiled: the run's start")
         single.devices = self.base

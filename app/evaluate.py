@@ -82,7 +82,7 @@ def evaluate(request: EvalRequest) -> EvalOutcome:
         raise Failed(f"{request.run_dir} has no {policy.name}/ ({why})")
     if request.video is not None:
         _need_video_writer()
-    from rlgen.runtime.evaluation.episodes import VideoError, video_paths
+    from rlgen.runtime.evaluation.video import VideoError, video_paths
     from rlgen.runtime.tfimport import native_stderr_aside
 
     # TensorFlow's native log lines (the XLA cache's notices, say) stay off the terminal

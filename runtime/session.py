@@ -38,6 +38,7 @@ from .checkpoints import Checkpoints, digests
 from .clock import Clock, part_fields
 from .control import LocalControl
 from .episodes import Episodes
+from .evaluation.remote import PolicyExchange
 from .evaluation.schedule import Evaluation
 from .export import export_policy
 from .failures import report_failure
@@ -85,6 +86,20 @@ class RunConfig:
         return cores_per_rank(cores, local_ranks) if role in self.threaded_roles else 1
 
 
+def _record(session: Session, iter_time: float, learned: dict, policy_lag: Any, dropped: bool) -> dict[str, Any]:
+    """Rank 0's row of the iteration just ended, but its time per part."""
+    speed = round(session.config.steps_per_iteration / iter_time, 1) if iter_time > 0 else None
+    record = {"iteration": session.iteration, "env_steps": session.env_steps, "time": round(session.elapsed, 4)}
+    record["steps_per_s"] = speed
+    record.update(session.episodes.record())
+    record.update(learned)
+    if policy_lag is not None:
+        record["policy_lag"] = int(policy_lag)
+    if dropped:
+        record["dropped"] = session.dropped
+    return record
+
+
 def _sent(session: Session, metrics: Any) -> dict[str, float] | None:
     """What a rank other than 0 has rank 0 log: its agent groups' metrics (``<group>/<metric>``,
     agent-groups' group ranks); a learner replica's metrics are rank 0's own too."""
@@ -127,7 +142,7 @@ class Session:
         self.stop_reason = ""
         self._module: Any = None
         self._policy: Any = None
-        self._copies: Any = None  # rank 0's copy of the groups' policies (agent-groups)
+        self._exchange = PolicyExchange(rank, None, None, False)  # agent-groups' policies to rank 0
         self._checkpoints: Checkpoints | None = None
         self._rows: Rows | None = None
         self._elapsed_before = 0.0
@@ -189,19 +204,13 @@ class Session:
         checkpoints: str | None = None,
         policy_ranks: Mapping[str, int] | None = None,
     ) -> None:
-        """Register the module that holds the learner (checkpointed on rank 0) and the policy
-        to evaluate and export. On resume, rank 0 restores it; ``sync`` variables (learner
-        state that must be equal on every rank holding it) are then broadcast from rank 0.
-        ``checkpoints``: this rank's agent group, whose learner it checkpoints itself
-        (``agent-groups``; restored in :meth:`begin`, at the resume point rank 0 chose; its policy
-        goes to rank 0 to evaluate and export). ``policy_ranks``: rank 0's ``policy`` is a copy of
-        the groups' policies, given their weights by these ranks (:mod:`.evaluation.remote`)."""
+        """Register the learner's module (checkpointed, restored on resume by rank 0) and the policy
+        to evaluate and export; ``sync`` variables are then broadcast from rank 0. ``agent-groups``:
+        ``checkpoints`` names this rank's group, whose learner it checkpoints (restored in :meth:`begin`)
+        and whose policy it sends to rank 0; ``policy_ranks``: rank 0's copies (:mod:`.evaluation.remote`)."""
         self._module, self._policy = module, policy
         self.evaluation.policy = policy
-        if policy_ranks is not None and self.rank == 0:
-            from .evaluation.remote import PolicyCopies
-
-            self._copies = PolicyCopies(policy, policy_ranks)
+        self._exchange = PolicyExchange(self.rank, policy, policy_ranks, bool(self.config.group_checkpoints))
         if self.rank == 0:
             self._open_checkpoints(module)
         elif checkpoints is not None:
@@ -291,9 +300,9 @@ class Session:
             elif self.episodes.reached(self.config.stop_mean_return):
                 reason = "mean return reached"
             reason = reason or self.trial.verdict(self.env_steps, self.elapsed)
-        fetch = self._copies is not None and self.evaluation.asks(self.env_steps)  # the groups' weights
+        fetch = self._exchange.copies is not None and self.evaluation.asks(self.env_steps)  # the groups' weights
         self.stop_reason = self.control.verdict(reason, fetch)
-        self._exchange_policy(fetch or self.control.fetch)
+        self._exchange(self.control, fetch or self.control.fetch)
         if self.distributed:
             self.clock.lap("comm")
         if self.rank == 0:
@@ -304,23 +313,12 @@ class Session:
 
     def _rank0_end(self, metrics: Any, policy_lag: Any, dropped: Any, rest: Any, others: dict) -> None:
         now = time.perf_counter()
-        times = self.clock.collect()
         iter_time, self._iter_started = now - self._iter_started, now
-        record: dict[str, Any] = {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "time": round(self.elapsed, 4),
-            "steps_per_s": round(self.config.steps_per_iteration / iter_time, 1) if iter_time > 0 else None,
-            **self.episodes.record(),
-        }
         learned = {**others, **named_metrics(metrics, self.config.metric_names)}
-        record.update(learned)
-        if policy_lag is not None:
-            record["policy_lag"] = int(policy_lag)
         if dropped is not None:
             self.dropped += int(dropped)
-            record["dropped"] = self.dropped
-        record.update(part_fields(times, rest))
+        record = _record(self, iter_time, learned, policy_lag, dropped is not None)
+        record.update(part_fields(self.clock.collect(), rest))
         checkpoint_due = self._checkpoint_due()
         ends = bool(self.stop_reason) or self.iteration >= self._final_iteration
         with self.evaluation.timed():
@@ -363,13 +361,13 @@ class Session:
         if self.rank != 0:
             if self._checkpoints is not None and not self.calibrate:
                 self.checkpoint()  # a group's rank: its learner, where rank 0 saves the run state
-                self._exchange_policy(True)  # and its final weights, for rank 0's closing evaluation and export
+                self._exchange(self.control, True)  # and its final weights, for rank 0's closing evaluation and export
             if self.lifeline is not None:
                 self.lifeline.send("done", **done)
             return
         final_eval = None
         if not self.calibrate:
-            self._exchange_policy(True)  # agent-groups: the groups' final weights
+            self._exchange(self.control, True)  # agent-groups: the groups' final weights
             closing = self.stop_reason not in ("interrupted", "terminated", "switch")
             final_eval, exported = self.evaluation.final(self.iteration, self.env_steps, closing)
             self.checkpoint()
@@ -402,18 +400,6 @@ class Session:
                     self._rows.close()
             with contextlib.suppress(OSError):
                 self._write_status("failed", {"error": reason, "rank": self.rank})
-
-    def _exchange_policy(self, wanted: bool) -> None:
-        """``agent-groups``: a group's rank sends its policy's weights to rank 0, which puts every
-        group's into its copy (:mod:`.evaluation.remote`); elsewhere nothing."""
-        if not wanted:
-            return
-        from .evaluation import remote
-
-        if self._copies is not None:
-            self._copies.fetch(self.control.mesh)
-        elif self.rank != 0 and self.config.group_checkpoints and self._policy is not None:
-            remote.send_policy(self.control.mesh, self._policy)
 
     def _export_to(self, target: Path) -> None:
         """Write the policy as a SavedModel with ``act(obs)`` to ``target``, atomically."""

@@ -136,14 +136,14 @@ def in_graph_agents(act: Callable[[Any], Any], env: Mapping[str, Any], episodes:
 
 
 def _video_path(folder: Path, name: str, episode: int) -> Path:
-    from .episodes import video_paths
+    from .video import video_paths
 
     return video_paths(folder, name, episode + 1)[episode]
 
 
 def _frame(vec: Any, what: str) -> np.ndarray:
     """The one copy's current frame (``rgb_array``), or :class:`VideoError` saying why there is none."""
-    from .episodes import VideoError
+    from .video import VideoError
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # mpe2 draws with pygame: no window needed
     try:

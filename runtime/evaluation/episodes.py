@@ -19,13 +19,11 @@ import numpy as np
 
 from rlgen.runtime.envs import VectorEnv, env_seed
 
+from .video import VideoError
+
 ActFn = Callable[[np.ndarray], np.ndarray]
 #: Where evaluation envs draw their seeds: the rank index of ``env_seed``, apart from training's ranks.
 EVAL_RANK = 1 << 16
-
-
-class VideoError(Exception):
-    """Episodes that cannot be recorded: the env draws no ``rgb_array`` frames (the message says why)."""
 
 
 def evaluate(
@@ -189,11 +187,6 @@ class PolicyEvaluation:
             return tf.while_loop(unfinished, body, start, maximum_iterations=env.max_episode_steps)[2]
 
         return episodes
-
-
-def video_paths(folder: Path, name: str, episodes: int) -> list[Path]:
-    """The mp4 files :func:`evaluate` records ``episodes`` episodes into, in episode order."""
-    return [folder / f"{name}-episode-{k}.mp4" for k in range(episodes)]
 
 
 def _recording(env: Mapping[str, Any], folder: Path, name: str) -> dict[str, Any]:

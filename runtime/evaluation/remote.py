@@ -47,3 +47,19 @@ class PolicyCopies:
             payload = mesh.recv(rank, POLICY)[1]
             for v, value in zip(variables, unpack(payload, _specs(variables)), strict=True):
                 v.assign(value)
+
+
+class PolicyExchange:
+    """Where policies learn on other ranks than the one that evaluates them (``agent-groups``):
+    rank 0 holds :class:`PolicyCopies` and receives, a group's rank sends its policy. Elsewhere
+    it does nothing. Called with the run's control (its ``mesh``) and whether weights move now."""
+
+    def __init__(self, rank: int, policy: Any, ranks: Mapping[str, int] | None, groups: bool) -> None:
+        self.copies = PolicyCopies(policy, ranks) if ranks is not None and rank == 0 else None
+        self.sent = policy if rank != 0 and groups and policy is not None else None
+
+    def __call__(self, control: Any, wanted: bool) -> None:
+        if wanted and self.copies is not None:
+            self.copies.fetch(control.mesh)
+        elif wanted and self.sent is not None:
+            send_policy(control.mesh, self.sent)
