@@ -76,6 +76,9 @@ class Side:
     final_sampled: Eval | None = None  # SB3 only: --final-episodes games, sampled actions
     train_last100: float | None = None
     train_games: int = 0
+    #: the training games' mean score over the last 100 by the env steps asked (rlgen: its last
+    #: metrics row at or before them, which logs that mean every 10 iterations)
+    train_at: Any = None
     env_steps: int = 0
     train_s: float | None = None
     finished: bool = False
@@ -93,11 +96,13 @@ def read_sb3(path: Path, seed: int) -> Side:
         side.note = f"no {path}"
         return side
     games: list[float] = []
+    steps: list[int] = []
     for line in path.read_text().splitlines():
         rec: dict[str, Any] = json.loads(line) if line.strip() else {}
         kind = rec.get("kind")
         if kind == "episode":
             games.append(rec["score"])
+            steps.append(rec["step"])
             side.env_steps = max(side.env_steps, rec["step"])
         elif kind == "eval":
             ev = _eval(rec["step"], rec["scores"])
@@ -112,6 +117,12 @@ def read_sb3(path: Path, seed: int) -> Side:
             side.finished, side.env_steps, side.train_s = True, rec["step"], rec["wall_s"]
     side.train_games = len(games)
     side.train_last100 = statistics.fmean(games[-100:]) if games else None
+
+    def train_at(step: int) -> float | None:
+        by = [g for g, at in zip(games, steps, strict=True) if at <= step][-100:]
+        return statistics.fmean(by) if by and step <= side.env_steps else None
+
+    side.train_at = train_at
     if side.final_sampled is not None:  # the curve's end: sampled actions, as rlgen's closing evaluation
         side.evals.append(side.final_sampled)
     return side
@@ -130,6 +141,12 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
     side.env_steps, side.train_s, side.train_last100 = result.env_steps, result.train_time, result.final_return
     side.train_games = result.episodes
     rows = [json.loads(ln) for ln in metrics.read_text().splitlines() if ln.strip()]
+
+    def train_at(step: int) -> float | None:
+        by = [r["mean_return"] for r in rows if r["env_steps"] <= step and r.get("mean_return") is not None]
+        return by[-1] if by and step <= side.env_steps else None
+
+    side.train_at = train_at
     run = json.loads((run_dir / "run.json").read_text())
     per_eval = run["config"]["eval_episodes"]
     side.evals = [
@@ -208,6 +225,12 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         last100 = f"{_f(s.train_last100)} ({s.train_games} games)" if s.train_last100 is not None else "-"
         env = f"{s.env_steps:,}" + ("" if s.finished else " (unfinished)")
         rows.append([str(s.seed), s.name, *cells, _cell(s.final), last100, env, _f(s.train_s, "{:.0f}")])
+    # the training games along the way, at the same steps, and where both sides of a seed got to
+    reached = {seed: min(s.env_steps for s in sides if s.seed == seed) for seed in {s.seed for s in sides}}
+    curve_points = sorted(set(points) | {r for r in reached.values() if r})
+    curve = []
+    for s in sides:
+        curve.append([str(s.seed), s.name, *[_f(s.train_at(p)) if s.train_at else "-" for p in curve_points]])
     lines = [
         f"PPO Breakout, rlgen vs SB3: budget {steps:,} env steps; seeds {sorted({s.seed for s in sides})}",
         ENV,
@@ -217,6 +240,10 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         f"not {per_eval}); 'final': {final_episodes} games with the likeliest action (rlgen eval of "
         "the exported policy; SB3 evaluate_policy deterministic=True).",
         _table(head, rows),
+        "",
+        "training games' mean score over the last 100 by these env steps (the last column: where every "
+        "side of a seed got to):",
+        _table(["seed", "side", *[f"{p:,}" for p in curve_points]], curve),
         "",
         "over seeds (mean ± sd [min, max]):",
     ]
