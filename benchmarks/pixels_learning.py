@@ -113,6 +113,8 @@ def read_sb3(path: Path, seed: int) -> Side:
             else:
                 side.final_sampled = ev
             side.env_steps = max(side.env_steps, rec["step"])
+        elif kind == "stopped":  # SIGTERM: the model saved at this step (sb3_atari.py --resume goes on)
+            side.env_steps = max(side.env_steps, rec["step"])
         elif kind == "done":
             side.finished, side.env_steps, side.train_s = True, rec["step"], rec["wall_s"]
     side.train_games = len(games)
@@ -128,9 +130,10 @@ def read_sb3(path: Path, seed: int) -> Side:
     return side
 
 
-def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
+def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinished: bool = False) -> Side:
     """A run directory's evaluations and training games; the final evaluation (``rlgen eval``)
-    from ``rlgen-eval.json`` beside it, run and kept there when the run has finished."""
+    from ``rlgen-eval.json`` beside it, run and kept there when the run has finished (with
+    ``unfinished``: of the policy a stopped run exported where it stopped, too)."""
     side = Side("rlgen", seed)
     metrics = run_dir / "metrics.jsonl"
     if not metrics.exists():
@@ -156,13 +159,14 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
     ]
     side.finished = run.get("status") == "finished" and (run_dir / "policy" / "saved_model.pb").is_file()
     cache = run_dir.parent / "rlgen-eval.json"
-    if side.finished and episodes > 0:
-        if not cache.exists():
+    if (side.finished or unfinished) and episodes > 0 and (run_dir / "policy" / "saved_model.pb").is_file():
+        if not cache.exists() or json.loads(cache.read_text()).get("env_steps") != side.env_steps:
             final_eval(result, run_dir, episodes, timeout)
             if result.final_eval is None:
                 side.note = f"rlgen eval failed: {result.extra.get('final_eval_error')}"
                 return side
-            cache.write_text(json.dumps({"episodes": episodes, "mean": result.final_eval, "sd": result.final_eval_std}))
+            doc = {"episodes": episodes, "mean": result.final_eval, "sd": result.final_eval_std}
+            cache.write_text(json.dumps({**doc, "env_steps": side.env_steps}))
         doc = json.loads(cache.read_text())
         side.final = Eval(side.env_steps, doc["mean"], doc["sd"], doc["episodes"])
     return side
@@ -263,6 +267,8 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         )
     finals = {n: [s.final.mean for s in sides if s.name == n and s.final is not None] for n in ("rlgen", "SB3")}
     lines.append("verdict (final eval): " + verdict(finals["rlgen"], finals["SB3"]))
+    if any(s.final is not None and not s.finished for s in sides):
+        lines.append("runs unfinished: a final evaluation is of the policy where its run stopped (env steps above)")
     lines += [f"note: seed {s.seed} {s.name}: {s.note}" for s in sides if s.note]
     return "\n".join(lines)
 
@@ -275,6 +281,11 @@ def main() -> None:
     ap.add_argument("--final-episodes", type=int, default=10, help="games of the final evaluations (default 10)")
     ap.add_argument("--read", action="store_true", help="train nothing: read the runs already in WORK")
     ap.add_argument("--sb3-python", help="an interpreter with stable-baselines3, torch and ale-py (to train)")
+    ap.add_argument(
+        "--eval-unfinished",
+        action="store_true",
+        help="--read: also run rlgen eval on a stopped run's policy (SB3's: sb3_atari.py --eval-only)",
+    )
     ap.add_argument("--one-at-a-time", action="store_true", help="train the two sides one after the other")
     ap.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds a seed's training may take")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
@@ -290,7 +301,7 @@ def main() -> None:
         if not args.read:
             train(seed, args.steps, work, args.sb3_python, args.final_episodes, not args.one_at_a_time, args.timeout)
         base = work / f"seed{seed}"
-        sides.append(read_rlgen(base / "rlgen", seed, args.final_episodes, args.timeout))
+        sides.append(read_rlgen(base / "rlgen", seed, args.final_episodes, args.timeout, args.eval_unfinished))
         sides.append(read_sb3(base / "sb3.jsonl", seed))
     print(report(sides, args.steps, args.final_episodes))
     if args.json:
