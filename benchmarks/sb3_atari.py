@@ -17,7 +17,8 @@ env steps/s over iterations 2..N and the seconds of their rollouts and updates.
 With ``--learn-steps N`` it trains for N env steps instead (the linear schedules run over N, as
 rlgen's over ``train.total_steps``) and writes JSON lines to ``--out``: every training game's
 unclipped score (``{"kind": "episode", "step", "score", "length"}``, from the ``Monitor`` that
-``make_atari_env`` puts under the ``AtariWrapper``, so a game is all its lives), an evaluation
+``make_atari_env`` puts under the ``AtariWrapper``, so a game is all its lives and its length
+is in ALE frames, 4 an agent step; rlgen's game lengths are in agent steps), an evaluation
 every ``--eval-every`` env steps (as rlgen's ``train.eval``: after the update that reaches the
 step; sampled actions, as the spec's ``deterministic: false``) and two at the end
 (``{"kind": "eval", "step", "scores", "final", "deterministic"}``: sampled actions, then the
