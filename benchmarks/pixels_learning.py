@@ -76,13 +76,18 @@ class Side:
     final_sampled: Eval | None = None  # SB3 only: --final-episodes games, sampled actions
     train_last100: float | None = None
     train_games: int = 0
-    #: the training games' mean score over the last 100 by the env steps asked (rlgen: its last
-    #: metrics row at or before them, which logs that mean every 10 iterations)
-    train_at: Any = None
+    #: (env steps, the training games' mean score over the last 100 by then): SB3's after every
+    #: game, rlgen's at every metrics row (every 10 iterations)
+    train_curve: list[tuple[int, float]] = field(default_factory=list)
     env_steps: int = 0
     train_s: float | None = None
     finished: bool = False
     note: str = ""
+
+    def train_at(self, step: int) -> float | None:
+        """The last 100 training games' mean score by ``step`` (None past the run's end)."""
+        by = [mean for at, mean in self.train_curve if at <= step]
+        return by[-1] if by and step <= self.env_steps else None
 
 
 def _eval(step: int, scores: list[float]) -> Eval:
@@ -114,17 +119,12 @@ def read_sb3(path: Path, seed: int) -> Side:
                 side.final_sampled = ev
             side.env_steps = max(side.env_steps, rec["step"])
         elif kind == "stopped":  # SIGTERM: the model saved at this step (sb3_atari.py --resume goes on)
-            side.env_steps = max(side.env_steps, rec["step"])
+            side.env_steps, side.train_s = max(side.env_steps, rec["step"]), rec["wall_s"]
         elif kind == "done":
             side.finished, side.env_steps, side.train_s = True, rec["step"], rec["wall_s"]
     side.train_games = len(games)
     side.train_last100 = statistics.fmean(games[-100:]) if games else None
-
-    def train_at(step: int) -> float | None:
-        by = [g for g, at in zip(games, steps, strict=True) if at <= step][-100:]
-        return statistics.fmean(by) if by and step <= side.env_steps else None
-
-    side.train_at = train_at
+    side.train_curve = [(at, statistics.fmean(games[max(0, i - 99) : i + 1])) for i, at in enumerate(steps)]
     if side.final_sampled is not None:  # the curve's end: sampled actions, as rlgen's closing evaluation
         side.evals.append(side.final_sampled)
     return side
@@ -144,12 +144,7 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinish
     side.env_steps, side.train_s, side.train_last100 = result.env_steps, result.train_time, result.final_return
     side.train_games = result.episodes
     rows = [json.loads(ln) for ln in metrics.read_text().splitlines() if ln.strip()]
-
-    def train_at(step: int) -> float | None:
-        by = [r["mean_return"] for r in rows if r["env_steps"] <= step and r.get("mean_return") is not None]
-        return by[-1] if by and step <= side.env_steps else None
-
-    side.train_at = train_at
+    side.train_curve = [(r["env_steps"], r["mean_return"]) for r in rows if r.get("mean_return") is not None]
     run = json.loads((run_dir / "run.json").read_text())
     per_eval = run["config"]["eval_episodes"]
     side.evals = [
@@ -234,7 +229,7 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
     curve_points = sorted(set(points) | {r for r in reached.values() if r})
     curve = []
     for s in sides:
-        curve.append([str(s.seed), s.name, *[_f(s.train_at(p)) if s.train_at else "-" for p in curve_points]])
+        curve.append([str(s.seed), s.name, *[_f(s.train_at(p)) for p in curve_points]])
     lines = [
         f"PPO Breakout, rlgen vs SB3: budget {steps:,} env steps; seeds {sorted({s.seed for s in sides})}",
         ENV,
