@@ -4,6 +4,7 @@ the evaluated game score along the way and at the end (issue 32's learning targe
     .venv/bin/python benchmarks/pixels_learning.py --sb3-python /path/to/sb3-venv/bin/python \\
         --work runs/pixels-learning --seeds 1,2,3 [--steps 499712] [--final-episodes 10]
     .venv/bin/python benchmarks/pixels_learning.py --read --work runs/pixels-learning --seeds 1
+    .venv/bin/python benchmarks/pixels_learning.py --read --eval-unfinished --work runs/pixels-learning --seeds 1
 
 For each seed it trains both sides at once (``--one-at-a-time``: one after the other), each the
 whole budget (``--steps`` env steps, whole iterations of 1,024; the linear lr and clip schedules
@@ -18,12 +19,18 @@ run over it on both sides):
   likeliest action).
 
 Then the final evaluation of rlgen's exported policy, ``rlgen eval WORK/seedN/rlgen --episodes
-N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs it
-once). ``--read`` trains nothing: it reads the runs already in WORK (an unfinished run shows what
-it reached). The table gives, per seed and side, each evaluation's game score (mean ± sd over its
-games, numpy's sd), the training games' mean score over the last 100 games, env steps and
-training time, and then the spread over seeds; the verdict compares rlgen's final evaluation with
-SB3's seeds' range. Scores are always whole games (all lives) and unclipped.
+N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs
+it once). ``--read`` trains nothing: it reads the runs already in WORK (an unfinished run shows
+what it reached; with ``--eval-unfinished`` it also evaluates a stopped rlgen run's policy where
+it stopped, and ``sb3_atari.py --eval-only`` does SB3's). A stopped run goes on with ``rlgen run
+--resume WORK/seedN/rlgen`` and ``sb3_atari.py ... --resume``.
+
+The table gives, per seed and side, each evaluation's game score (mean ± sd over its games,
+numpy's sd), the training games' mean score over the last 100 games, env steps and training
+time. Then come the training games' last-100 mean at each evaluation's step and where both sides
+of a seed got to (unfinished runs compare at equal steps), and the spread over seeds; the verdict
+compares rlgen's final evaluation with SB3's seeds' range. Scores are always whole games (all
+lives) and unclipped.
 """
 
 from __future__ import annotations
