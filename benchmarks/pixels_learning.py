@@ -4,6 +4,7 @@ the evaluated game score along the way and at the end (issue 32's learning targe
     .venv/bin/python benchmarks/pixels_learning.py --sb3-python /path/to/sb3-venv/bin/python \\
         --work runs/pixels-learning --seeds 1,2,3 [--steps 499712] [--final-episodes 10]
     .venv/bin/python benchmarks/pixels_learning.py --read --work runs/pixels-learning --seeds 1
+    .venv/bin/python benchmarks/pixels_learning.py --read --eval-unfinished --work runs/pixels-learning --seeds 1
 
 For each seed it trains both sides at once (``--one-at-a-time``: one after the other), each the
 whole budget (``--steps`` env steps, whole iterations of 1,024; the linear lr and clip schedules
@@ -18,12 +19,18 @@ run over it on both sides):
   likeliest action).
 
 Then the final evaluation of rlgen's exported policy, ``rlgen eval WORK/seedN/rlgen --episodes
-N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs it
-once). ``--read`` trains nothing: it reads the runs already in WORK (an unfinished run shows what
-it reached). The table gives, per seed and side, each evaluation's game score (mean ± sd over its
-games, numpy's sd), the training games' mean score over the last 100 games, env steps and
-training time, and then the spread over seeds; the verdict compares rlgen's final evaluation with
-SB3's seeds' range. Scores are always whole games (all lives) and unclipped.
+N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs
+it once). ``--read`` trains nothing: it reads the runs already in WORK (an unfinished run shows
+what it reached; with ``--eval-unfinished`` it also evaluates a stopped rlgen run's policy where
+it stopped, and ``sb3_atari.py --eval-only`` does SB3's). A stopped run goes on with ``rlgen run
+--resume WORK/seedN/rlgen`` and ``sb3_atari.py ... --resume``.
+
+The table gives, per seed and side, each evaluation's game score (mean ± sd over its games,
+numpy's sd), the training games' mean score over the last 100 games, env steps and training
+time. Then come the training games' last-100 mean at each evaluation's step and where both sides
+of a seed got to (unfinished runs compare at equal steps), and the spread over seeds; the verdict
+compares rlgen's final evaluation with SB3's seeds' range. Scores are always whole games (all
+lives) and unclipped.
 """
 
 from __future__ import annotations
@@ -76,10 +83,18 @@ class Side:
     final_sampled: Eval | None = None  # SB3 only: --final-episodes games, sampled actions
     train_last100: float | None = None
     train_games: int = 0
+    #: (env steps, the training games' mean score over the last 100 by then): SB3's after every
+    #: game, rlgen's at every metrics row (every 10 iterations)
+    train_curve: list[tuple[int, float]] = field(default_factory=list)
     env_steps: int = 0
     train_s: float | None = None
     finished: bool = False
     note: str = ""
+
+    def train_at(self, step: int) -> float | None:
+        """The last 100 training games' mean score by ``step`` (None past the run's end)."""
+        by = [mean for at, mean in self.train_curve if at <= step]
+        return by[-1] if by and step <= self.env_steps else None
 
 
 def _eval(step: int, scores: list[float]) -> Eval:
@@ -93,11 +108,13 @@ def read_sb3(path: Path, seed: int) -> Side:
         side.note = f"no {path}"
         return side
     games: list[float] = []
+    steps: list[int] = []
     for line in path.read_text().splitlines():
         rec: dict[str, Any] = json.loads(line) if line.strip() else {}
         kind = rec.get("kind")
         if kind == "episode":
             games.append(rec["score"])
+            steps.append(rec["step"])
             side.env_steps = max(side.env_steps, rec["step"])
         elif kind == "eval":
             ev = _eval(rec["step"], rec["scores"])
@@ -108,18 +125,22 @@ def read_sb3(path: Path, seed: int) -> Side:
             else:
                 side.final_sampled = ev
             side.env_steps = max(side.env_steps, rec["step"])
+        elif kind == "stopped":  # SIGTERM: the model saved at this step (sb3_atari.py --resume goes on)
+            side.env_steps, side.train_s = max(side.env_steps, rec["step"]), rec["wall_s"]
         elif kind == "done":
             side.finished, side.env_steps, side.train_s = True, rec["step"], rec["wall_s"]
     side.train_games = len(games)
     side.train_last100 = statistics.fmean(games[-100:]) if games else None
+    side.train_curve = [(at, statistics.fmean(games[max(0, i - 99) : i + 1])) for i, at in enumerate(steps)]
     if side.final_sampled is not None:  # the curve's end: sampled actions, as rlgen's closing evaluation
         side.evals.append(side.final_sampled)
     return side
 
 
-def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
+def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinished: bool = False) -> Side:
     """A run directory's evaluations and training games; the final evaluation (``rlgen eval``)
-    from ``rlgen-eval.json`` beside it, run and kept there when the run has finished."""
+    from ``rlgen-eval.json`` beside it, run and kept there when the run has finished (with
+    ``unfinished``: of the policy a stopped run exported where it stopped, too)."""
     side = Side("rlgen", seed)
     metrics = run_dir / "metrics.jsonl"
     if not metrics.exists():
@@ -130,6 +151,7 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
     side.env_steps, side.train_s, side.train_last100 = result.env_steps, result.train_time, result.final_return
     side.train_games = result.episodes
     rows = [json.loads(ln) for ln in metrics.read_text().splitlines() if ln.strip()]
+    side.train_curve = [(r["env_steps"], r["mean_return"]) for r in rows if r.get("mean_return") is not None]
     run = json.loads((run_dir / "run.json").read_text())
     per_eval = run["config"]["eval_episodes"]
     side.evals = [
@@ -139,13 +161,14 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float) -> Side:
     ]
     side.finished = run.get("status") == "finished" and (run_dir / "policy" / "saved_model.pb").is_file()
     cache = run_dir.parent / "rlgen-eval.json"
-    if side.finished and episodes > 0:
-        if not cache.exists():
+    if (side.finished or unfinished) and episodes > 0 and (run_dir / "policy" / "saved_model.pb").is_file():
+        if not cache.exists() or json.loads(cache.read_text()).get("env_steps") != side.env_steps:
             final_eval(result, run_dir, episodes, timeout)
             if result.final_eval is None:
                 side.note = f"rlgen eval failed: {result.extra.get('final_eval_error')}"
                 return side
-            cache.write_text(json.dumps({"episodes": episodes, "mean": result.final_eval, "sd": result.final_eval_std}))
+            doc = {"episodes": episodes, "mean": result.final_eval, "sd": result.final_eval_std}
+            cache.write_text(json.dumps({**doc, "env_steps": side.env_steps}))
         doc = json.loads(cache.read_text())
         side.final = Eval(side.env_steps, doc["mean"], doc["sd"], doc["episodes"])
     return side
@@ -208,6 +231,12 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         last100 = f"{_f(s.train_last100)} ({s.train_games} games)" if s.train_last100 is not None else "-"
         env = f"{s.env_steps:,}" + ("" if s.finished else " (unfinished)")
         rows.append([str(s.seed), s.name, *cells, _cell(s.final), last100, env, _f(s.train_s, "{:.0f}")])
+    # the training games along the way, at the same steps, and where both sides of a seed got to
+    reached = {seed: min(s.env_steps for s in sides if s.seed == seed) for seed in {s.seed for s in sides}}
+    curve_points = sorted(set(points) | {r for r in reached.values() if r})
+    curve = []
+    for s in sides:
+        curve.append([str(s.seed), s.name, *[_f(s.train_at(p)) for p in curve_points]])
     lines = [
         f"PPO Breakout, rlgen vs SB3: budget {steps:,} env steps; seeds {sorted({s.seed for s in sides})}",
         ENV,
@@ -217,6 +246,10 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         f"not {per_eval}); 'final': {final_episodes} games with the likeliest action (rlgen eval of "
         "the exported policy; SB3 evaluate_policy deterministic=True).",
         _table(head, rows),
+        "",
+        "training games' mean score over the last 100 by these env steps (the last column: where every "
+        "side of a seed got to):",
+        _table(["seed", "side", *[f"{p:,}" for p in curve_points]], curve),
         "",
         "over seeds (mean ± sd [min, max]):",
     ]
@@ -236,6 +269,8 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
         )
     finals = {n: [s.final.mean for s in sides if s.name == n and s.final is not None] for n in ("rlgen", "SB3")}
     lines.append("verdict (final eval): " + verdict(finals["rlgen"], finals["SB3"]))
+    if any(s.final is not None and not s.finished for s in sides):
+        lines.append("runs unfinished: a final evaluation is of the policy where its run stopped (env steps above)")
     lines += [f"note: seed {s.seed} {s.name}: {s.note}" for s in sides if s.note]
     return "\n".join(lines)
 
@@ -248,6 +283,11 @@ def main() -> None:
     ap.add_argument("--final-episodes", type=int, default=10, help="games of the final evaluations (default 10)")
     ap.add_argument("--read", action="store_true", help="train nothing: read the runs already in WORK")
     ap.add_argument("--sb3-python", help="an interpreter with stable-baselines3, torch and ale-py (to train)")
+    ap.add_argument(
+        "--eval-unfinished",
+        action="store_true",
+        help="--read: also run rlgen eval on a stopped run's policy (SB3's: sb3_atari.py --eval-only)",
+    )
     ap.add_argument("--one-at-a-time", action="store_true", help="train the two sides one after the other")
     ap.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds a seed's training may take")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
@@ -263,7 +303,7 @@ def main() -> None:
         if not args.read:
             train(seed, args.steps, work, args.sb3_python, args.final_episodes, not args.one_at_a_time, args.timeout)
         base = work / f"seed{seed}"
-        sides.append(read_rlgen(base / "rlgen", seed, args.final_episodes, args.timeout))
+        sides.append(read_rlgen(base / "rlgen", seed, args.final_episodes, args.timeout, args.eval_unfinished))
         sides.append(read_sb3(base / "sb3.jsonl", seed))
     print(report(sides, args.steps, args.final_episodes))
     if args.json:

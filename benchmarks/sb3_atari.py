@@ -17,7 +17,8 @@ env steps/s over iterations 2..N and the seconds of their rollouts and updates.
 With ``--learn-steps N`` it trains for N env steps instead (the linear schedules run over N, as
 rlgen's over ``train.total_steps``) and writes JSON lines to ``--out``: every training game's
 unclipped score (``{"kind": "episode", "step", "score", "length"}``, from the ``Monitor`` that
-``make_atari_env`` puts under the ``AtariWrapper``, so a game is all its lives), an evaluation
+``make_atari_env`` puts under the ``AtariWrapper``, so a game is all its lives and its length
+is in ALE frames, 4 an agent step; rlgen's game lengths are in agent steps), an evaluation
 every ``--eval-every`` env steps (as rlgen's ``train.eval``: after the update that reaches the
 step; sampled actions, as the spec's ``deterministic: false``) and two at the end
 (``{"kind": "eval", "step", "scores", "final", "deterministic"}``: sampled actions, then the
@@ -25,7 +26,8 @@ likeliest, as ``rlgen eval``'s exported policy), and a closing ``{"kind": "done"
 trained model goes to ``--save`` (default: ``--out`` with ``.zip``). SIGTERM or SIGINT stops it
 at the start of the next iteration with the model saved there (``{"kind": "stopped"}``, exit
 143 or 130; the games under way are lost), and ``--resume`` with the same arguments goes on
-from there (the schedules too) in fresh envs. Evaluations run
+from there (the schedules too) in fresh envs; ``--eval-only`` appends the two final evaluations
+of the model saved where it stopped. Evaluations run
 ``evaluate_policy`` on a separate env built the same way (seed ``--eval-seed``, one env a game);
 it counts the ``Monitor``'s episode returns, so a score is the unclipped full game, as
 ``rlgen eval`` reports it.
@@ -139,6 +141,16 @@ def learn(args: argparse.Namespace, model: PPO) -> int:
     save the model at the last whole iteration and return 143 (130), for ``--resume``."""
     save = args.save or str(Path(args.out).with_suffix(".zip"))
     wall = 0.0
+    if args.eval_only:  # the final evaluations of a stopped run's saved model, where it stopped
+        model = PPO.load(save, env=model.get_env(), device="cpu")
+        with open(args.out, "a") as out:
+            cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False)
+            cb.init_callback(model)
+            cb.num_timesteps = model.num_timesteps
+            cb.evaluate(args.final_episodes, final=True)
+            cb.deterministic = True
+            cb.evaluate(args.final_episodes, final=True)
+        return 0
     if args.resume:
         lines = [json.loads(ln) for ln in Path(args.out).read_text().splitlines() if ln.strip()]
         if lines and lines[-1]["kind"] == "done":
@@ -187,6 +199,7 @@ def main() -> None:
     ap.add_argument("--final-episodes", type=int, default=10, help="games the final evaluation plays")
     ap.add_argument("--save", help="where the trained model goes (default: --out with .zip)")
     ap.add_argument("--resume", action="store_true", help="go on from --save and --out (a stopped run)")
+    ap.add_argument("--eval-only", action="store_true", help="only the final evaluations, of --save (a stopped run)")
     ap.add_argument("--eval-seed", type=int, default=10_000, help="seed of the evaluation envs")
     args = ap.parse_args()
     if args.learn_steps and not args.out:

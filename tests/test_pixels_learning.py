@@ -3,6 +3,7 @@ places rlgen against SB3's seeds (TensorFlow-free)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
@@ -39,6 +40,9 @@ def test_reads_sb3_lines(pl, tmp_path: Path) -> None:  # noqa: ANN001
     assert [(e.step, e.mean, e.games) for e in side.evals] == [(100352, 3.0, 5), (200704, 2.0, 5), (250880, 15.0, 10)]
     assert side.evals[0].sd == pytest.approx(2**0.5)  # over the games (numpy's sd, as rlgen's)
     assert (side.final.mean, side.final.sd, side.final.games) == (7.0, 0.0, 10)
+    # the training curve: the last 100 games by a step (games 1..100 by step 800), none past the run
+    assert side.train_at(800) == pytest.approx(50.5) and side.train_at(300_000) is None
+    assert json.loads(json.dumps(dataclasses.asdict(side)))["train_curve"][1] == [8, 0.5]  # --json writes it
     # a run still going: no final evaluation yet, not finished
     side = pl.read_sb3(_write(tmp_path / "part.jsonl", [{"kind": "start"}, *games[:20], evals[0]]), 1)
     assert not side.finished and side.final is None and side.env_steps == 100352
