@@ -112,27 +112,19 @@ def in_graph_agents(act: Callable[[Any], Any], env: Mapping[str, Any], episodes:
 
     from rlgen.runtime.mpe.agent_env import make_tf_agent_env
 
+    from .ingraph import episode_returns
+
     n = int(episodes)
     agent_env = make_tf_agent_env(env["pettingzoo"], n, seed=seed, kwargs=env.get("kwargs"))
     tf_env, agents = agent_env.env, agent_env.num_agents
 
-    def body(obs, running, returns, finished):  # noqa: ANN001, ANN202
+    def step(obs):  # noqa: ANN001, ANN202
         obs, reward, terminated, truncated = agent_env.step(act(obs))
         reward = tf.reduce_mean(tf.reshape(tf.cast(reward, tf.float64), [n, agents]), axis=1)
-        running += tf.where(finished, tf.zeros([n], tf.float64), reward)
         done = tf.reduce_all(tf.reshape(tf.logical_or(terminated, truncated), [n, agents]), axis=1)
-        ended = tf.logical_and(done, tf.logical_not(finished))
-        return obs, running, tf.where(ended, running, returns), tf.logical_or(finished, ended)
+        return obs, reward, done
 
-    @tf.function(autograph=False, jit_compile=True)
-    def run() -> tf.Tensor:
-        tf_env.rng.reset_from_seed(seed)  # the same first states every evaluation
-        zeros = tf.zeros([n], tf.float64)
-        start = (agent_env.reset(), zeros, zeros, tf.zeros([n], tf.bool))
-        unfinished = lambda *state: tf.logical_not(tf.reduce_all(state[3]))  # noqa: E731
-        return tf.while_loop(unfinished, body, start, maximum_iterations=tf_env.max_episode_steps)[2]
-
-    return run
+    return episode_returns(agent_env.reset, step, tf_env.rng, seed, n, tf_env.max_episode_steps)
 
 
 def _video_path(folder: Path, name: str, episode: int) -> Path:

@@ -161,6 +161,8 @@ class PolicyEvaluation:
 
         from rlgen.runtime.tfenvs import make_tf_env
 
+        from .ingraph import episode_returns
+
         seed = env_seed(self.seed, EVAL_RANK)
         if self.agents:
             from .agents import in_graph_agents
@@ -169,24 +171,14 @@ class PolicyEvaluation:
         env = make_tf_env(
             self.env["id"], self.episodes, seed=seed, max_episode_steps=self.env.get("max_episode_steps"), name="eval"
         )
-        act, n = self.act, self.episodes
+        act = self.act
 
-        def body(obs, running, returns, finished):  # noqa: ANN001, ANN202
+        def step(obs):  # noqa: ANN001, ANN202
             obs, reward, terminated, truncated = env.step(act(obs))
-            running += tf.where(finished, tf.zeros([n], tf.float64), tf.cast(reward, tf.float64))
-            ended = tf.logical_and(tf.logical_or(terminated, truncated), tf.logical_not(finished))
-            return obs, running, tf.where(ended, running, returns), tf.logical_or(finished, ended)
+            return obs, reward, tf.logical_or(terminated, truncated)
 
-        @tf.function(autograph=False, jit_compile=True)
-        def episodes() -> tf.Tensor:
-            env.rng.reset_from_seed(seed)  # the same first states every evaluation
-            zeros = tf.zeros([n], tf.float64)
-            start = (env.reset(), zeros, zeros, tf.zeros([n], tf.bool))
-            unfinished = lambda *state: tf.logical_not(tf.reduce_all(state[3]))  # noqa: E731
-            # every episode ends by the time limit at the latest
-            return tf.while_loop(unfinished, body, start, maximum_iterations=env.max_episode_steps)[2]
-
-        return episodes
+        # every episode ends by the time limit at the latest
+        return episode_returns(env.reset, step, env.rng, seed, self.episodes, env.max_episode_steps)
 
 
 def _recording(env: Mapping[str, Any], folder: Path, name: str) -> dict[str, Any]:
