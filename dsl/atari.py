@@ -11,10 +11,13 @@ kept unless ``kwargs`` set them) and wraps it, innermost first, in:
    the game ends (what training statistics and ``rlgen eval`` report, as the Zoo's ``Monitor``);
 3. :class:`EpisodicLife` (training): a lost life ends the episode (``terminated``) but not the
    game: the next reset takes one no-op step instead of restarting (SB3's ``EpisodicLifeEnv``);
-4. :class:`ClipReward` (training): rewards become their sign, -1, 0 or 1;
-5. ``FrameStackObservation(4)``: observations ``[4, 84, 84]`` uint8.
+4. :class:`FireReset`, in games with a FIRE action: every life starts with FIRE, then action 2
+   (SB3's ``FireResetEnv``, which the Zoo's ``AtariWrapper`` adds for such games). In training
+   it acts on each reset, so after each lost life too; in evaluation, where a game is one
+   episode, it also acts after a lost life: a no-op, FIRE, then 2, as training's reset does;
+5. :class:`ClipReward` (training): rewards become their sign, -1, 0 or 1;
+6. ``FrameStackObservation(4)``: observations ``[4, 84, 84]`` uint8.
 
-No fire-on-reset: the agent learns to press FIRE (the Zoo's wrapper adds ``FireResetEnv``).
 TensorFlow-free: ``validate`` applies it to read the spaces, env ranks to step.
 """
 
@@ -92,6 +95,54 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
+class FireReset(gym.Wrapper):
+    """Starts every life with FIRE, then action 2: games such as Breakout wait for FIRE before
+    they go on, so without it an agent must first learn to press it (SB3's ``FireResetEnv``).
+    ``reset`` acts after the inner reset, a new game or (under :class:`EpisodicLife`) a lost
+    life; with ``after_life_loss`` (no :class:`EpisodicLife` below: a game is one episode)
+    ``step`` also takes a no-op, FIRE and 2 after a step that lost a life, their rewards added
+    to that step's. Only for games whose action 1 is FIRE (:func:`fires`)."""
+
+    def __init__(self, env: gym.Env, after_life_loss: bool = False) -> None:
+        super().__init__(env)
+        self.after_life_loss = after_life_loss
+        self._lives = 0
+
+    def reset(self, **kwargs: Any):
+        self.env.reset(**kwargs)
+        obs, info = self._fire()
+        self._lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+    def _fire(self):
+        """FIRE then 2 (a reset again, unseeded, if either ends the episode, as SB3)."""
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if self.after_life_loss and 0 < lives < self._lives and not (terminated or truncated):
+            for extra in (0, 1, 2):
+                obs, more, terminated, truncated, info = self.env.step(extra)
+                reward += more
+                if terminated or truncated:
+                    break
+            lives = self.env.unwrapped.ale.lives()
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
+
+
+def fires(env: gym.Env) -> bool:
+    """Whether ``env``'s game waits for FIRE: action 1 is FIRE and it has at least 3 actions
+    (SB3's test for ``FireResetEnv``)."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
 class ClipReward(gym.RewardWrapper):
     """Rewards become their sign (-1, 0 or 1), as DQN's and the Zoo's Atari training."""
 
@@ -100,14 +151,18 @@ class ClipReward(gym.RewardWrapper):
 
 
 def atari(env: gym.Env, training: bool = True, noop_max: int = 30, frame_skip: int = 4, stack: int = 4) -> gym.Env:
-    """Wrap an ALE env made with ``frameskip=1`` in the preset (``training=False``: no life
-    loss as episode end, no reward clipping)."""
+    """Wrap an ALE env made with ``frameskip=1`` in the preset (``training=False``: whole games
+    as episodes, each life started with FIRE where the game has it, no reward clipping)."""
     env = gym.wrappers.AtariPreprocessing(
         env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
     )
     env = GameScore(env)
     if training:
-        env = ClipReward(EpisodicLife(env))
+        env = EpisodicLife(env)
+    if fires(env):
+        env = FireReset(env, after_life_loss=not training)
+    if training:
+        env = ClipReward(env)
     return gym.wrappers.FrameStackObservation(env, stack)
 
 

@@ -5,14 +5,18 @@
 with the settings of :data:`SETTINGS`, chosen to match rlgen.dsl.atari's wrappers as closely
 as envpool allows: 1 to 30 no-ops on reset, frame skip 4 with the max of the last two frames,
 84x84 grayscale (``INTER_AREA``), 4 frames stacked, v5's sticky actions (0.25), the minimal
-action set, no FIRE on reset; in training a lost life ends the episode and rewards are clipped
-to their sign. docs/language.md (Atari) lists where the two backends still differ.
+action set, FIRE on reset in games that have it; a lost life ends the episode and, in
+training, rewards are clipped to their sign. docs/language.md (Atari) lists where the two
+backends still differ.
 
 :class:`EnvPoolAtari` presents the pool as rlgen's ``VectorEnv`` steps a gymnasium vector env:
 envpool already resets an env on the step after its episode ends (gymnasium's ``NEXT_STEP``:
 that step's action is ignored, its reward is 0, both flags false), and the preset's
 ``game_score`` / ``game_length`` (the unclipped score and the length of a whole game, across
 lives) come in ``info`` when a game ends, summed from envpool's unclipped ``info["reward"]``.
+Evaluation plays whole games as episodes: envpool presses FIRE only on a reset, so its pool
+keeps a lost life as an episode end (the reset that follows presses FIRE, as in training) and
+the adapter does not report it (``games=True``): that reset step is one more step of the game.
 TensorFlow-free: ``validate`` reads the spaces here, env ranks step through it.
 """
 
@@ -25,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-#: envpool's Atari settings for the preset (training; evaluation turns the last two off).
+#: envpool's Atari settings for the preset (training; evaluation turns clipping off).
 SETTINGS: dict[str, Any] = {
     "noop_max": 30,
     "frame_skip": 4,
@@ -34,7 +38,7 @@ SETTINGS: dict[str, Any] = {
     "img_width": 84,
     "gray_scale": True,
     "use_inter_area_resize": True,
-    "use_fire_reset": False,  # envpool's default presses FIRE on reset; the preset does not
+    "use_fire_reset": True,  # FIRE on every reset (after each lost life too), in games that have it
     "repeat_action_probability": 0.25,  # ALE v5's sticky actions (envpool's default is 0)
     "full_action_space": False,
     "episodic_life": True,
@@ -68,8 +72,8 @@ def settings(kwargs: dict[str, Any] | None = None, training: bool = True, max_ep
     gymnasium backend (its time limit wraps the ``frameskip=1`` env); envpool counts agent steps,
     so it gets the frames divided by the frame skip (its default, 27,000, is v5's 108,000 frames)."""
     out = {**SETTINGS, **{k: v for k, v in (kwargs or {}).items() if k in KWARGS}}
-    if not training:  # whole games, unclipped: what `rlgen eval` reports
-        out.update(episodic_life=False, reward_clip=False)
+    if not training:  # unclipped; whole games, the adapter hides life-loss ends (FIRE needs them)
+        out.update(reward_clip=False)
     if max_episode_steps is not None:
         out["max_episode_steps"] = max(1, math.ceil(max_episode_steps / SETTINGS["frame_skip"]))
     return out
@@ -96,15 +100,16 @@ def make(
 
     made = settings(kwargs, training, max_episode_steps)
     pool = envpool.make(task_id(env_id), env_type="gymnasium", num_envs=num_envs, seed=int(seed), **made)
-    return EnvPoolAtari(pool, num_envs)
+    return EnvPoolAtari(pool, num_envs, games=not training)
 
 
 class EnvPoolAtari:
     """An envpool Atari pool as a gymnasium vector env with ``NEXT_STEP`` autoreset, reporting
-    each ended game's unclipped score and length in ``info`` as rlgen.dsl.atari's ``GameScore``."""
+    each ended game's unclipped score and length in ``info`` as rlgen.dsl.atari's ``GameScore``.
+    ``games``: a lost life is not reported as the end of an episode (evaluation's whole games)."""
 
-    def __init__(self, pool: Any, num_envs: int) -> None:
-        self.pool, self.num_envs = pool, int(num_envs)
+    def __init__(self, pool: Any, num_envs: int, games: bool = False) -> None:
+        self.pool, self.num_envs, self.games = pool, int(num_envs), bool(games)
         self.single_observation_space = pool.single_observation_space
         self.single_action_space = pool.single_action_space
         self._score = np.zeros(self.num_envs, np.float64)
@@ -139,6 +144,8 @@ class EnvPoolAtari:
         info = {"game_score": self._score.copy(), "game_length": self._length.copy(), "_game_score": ended}
         self._score[ended], self._length[ended] = 0.0, 0
         self._done = done
+        if self.games:  # the pool's next step is its reset (FIRE), a step of the same game
+            terminated = terminated & ended
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:

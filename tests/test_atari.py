@@ -71,6 +71,63 @@ def test_vector_env_reports_whole_games():
     vec.close()
 
 
+def _noop_game(env, limit=3000):
+    """Steps of a no-op policy until the game ends (``None`` if it runs past ``limit``) and the
+    number of episodes that ended on the way."""
+    env.reset(seed=0)
+    episodes = 0
+    for t in range(limit):
+        _, _, terminated, truncated, info = env.step(0)
+        if terminated or truncated:
+            episodes += 1
+            if "game_score" in info:
+                return t + 1, episodes
+            env.reset()
+    return None, episodes
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_fire_reset_serves_every_life(training):
+    """Breakout waits for FIRE at the start of each life: the preset presses it (SB3's
+    FireResetEnv), so a no-op policy loses its 5 lives in a few hundred steps, in training
+    (5 episodes, one a life) and in evaluation (one episode, the whole game)."""
+    env = atari.make("ALE/Breakout-v5", training=training)
+    assert "FireReset" in str(env)
+    steps, episodes = _noop_game(env)
+    assert steps is not None and steps < 1000
+    assert episodes == (5 if training else 1)
+    env.close()
+    raw = atari.atari(_ale("ALE/Breakout-v5"), training=training)  # without it the ball never comes
+    raw = _without_fire(raw)
+    assert _noop_game(raw, limit=600)[0] is None
+    raw.close()
+
+
+def _ale(env_id):
+    import gymnasium as gym
+
+    atari.register()
+    return gym.make(env_id, frameskip=1)
+
+
+def _without_fire(env):
+    """The preset with its FireReset wrapper taken out of the chain."""
+    outer = env
+    while outer is not None:
+        inner = getattr(outer, "env", None)
+        if isinstance(inner, atari.FireReset):
+            outer.env = inner.env
+            return env
+        outer = inner
+    raise AssertionError("no FireReset in the preset")
+
+
+def test_games_without_fire_get_no_fire_reset():
+    env = atari.make("ALE/MsPacman-v5")
+    assert not atari.fires(env) and "FireReset" not in str(env)
+    env.close()
+
+
 def test_ale_prints_nothing_unless_debugging(tmp_path) -> None:
     """ALE prints a banner for every env it makes; rlgen keeps it to errors (RLGEN_DEBUG shows it)."""
     import subprocess

@@ -37,10 +37,11 @@ def test_ale_ids_map_to_envpool_tasks():
 def test_settings_match_the_preset():
     s = atari_envpool.settings()
     assert (s["noop_max"], s["frame_skip"], s["stack_num"], s["img_height"], s["img_width"]) == (30, 4, 4, 84, 84)
-    assert s["episodic_life"] and s["reward_clip"] and s["gray_scale"] and not s["use_fire_reset"]
+    assert s["episodic_life"] and s["reward_clip"] and s["gray_scale"] and s["use_fire_reset"]
     assert s["repeat_action_probability"] == 0.25 and not s["full_action_space"]
     evaluation = atari_envpool.settings(training=False, max_episode_steps=401)
-    assert not evaluation["episodic_life"] and not evaluation["reward_clip"]
+    # evaluation keeps the life-loss reset (envpool presses FIRE only there), unclipped
+    assert evaluation["episodic_life"] and evaluation["use_fire_reset"] and not evaluation["reward_clip"]
     assert evaluation["max_episode_steps"] == 101  # ALE frames -> agent steps of 4 frames
     assert atari_envpool.settings({"repeat_action_probability": 0.0})["repeat_action_probability"] == 0.0
 
@@ -79,6 +80,27 @@ def test_adapter_orders_rows_and_reports_whole_unclipped_games():
     assert games == [[False, False], [False, False], [False, True]]  # a lost life is no game end
     # env 1: steps 1 and 3 count (step 2 resets after the lost life), unclipped 4 each
     assert info["game_score"][1] == 8.0 and info["game_length"][1] == 2
+
+
+def test_adapter_for_evaluation_ends_episodes_with_games_only():
+    env = EnvPoolAtari(FakePool(), 2, games=True)
+    env.reset()
+    ends = [env.step(np.zeros(2, np.int32))[2].tolist() for _ in range(3)]
+    assert ends == [[False, False], [False, False], [False, True]]  # env 1's lost life is hidden
+
+
+@needs_envpool
+def test_envpool_presses_fire_on_reset_without_sticky_actions():
+    """A no-op policy loses its lives only if the game serves the ball: envpool's FIRE on reset
+    does it in every env without sticky actions (with v5's, the single FIRE frame can be lost)."""
+    n = 8
+    env = atari_envpool.make("ALE/Breakout-v5", n, 0, {"repeat_action_probability": 0.0})
+    env.reset()
+    lost = np.zeros(n, bool)
+    for _ in range(150):
+        lost |= env.step(np.zeros(n, np.int32))[2]
+    env.close()
+    assert lost.all()
 
 
 def test_envpool_not_installed_is_e436(monkeypatch):
