@@ -55,10 +55,10 @@ EVAL_EVERY = 100_352  # the spec's train.eval.every, and sb3_atari.py's --eval-e
 ENV = (
     "env: ALE/Breakout-v5 (v5: sticky actions 0.25, full action set off: 4 actions), made with "
     "frameskip=1; frame skip 4 (max of the last 2 frames) by the wrapper, up to 30 no-ops on reset, "
-    "a lost life ends a training episode, training rewards clipped to their sign, 84x84 grey, "
-    "4 frames stacked (uint8 [4,84,84]); 8 envs. rlgen: the `atari` preset (gymnasium's "
-    "AtariPreprocessing; no fire on reset). SB3: make_atari_env's AtariWrapper (which also presses "
-    "FIRE on every reset and after a lost life) + VecFrameStack(4). Scores: whole games, unclipped. "
+    "a lost life ends a training episode, FIRE then 2 at the start of every life, training rewards "
+    "clipped to their sign, 84x84 grey, 4 frames stacked (uint8 [4,84,84]); 8 envs. rlgen: the "
+    "`atari` preset (gymnasium's AtariPreprocessing and rlgen's wrappers). SB3: make_atari_env's "
+    "AtariWrapper + VecFrameStack(4). Scores: whole games, unclipped. "
     "PPO (Zoo): 128 steps x 8 envs, 4 epochs of minibatch 256, lr 2.5e-4 and clip 0.1 linear to 0, "
     "vf 0.5, ent 0.01; Nature CNN shared by policy and value."
 )

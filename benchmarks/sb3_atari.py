@@ -5,12 +5,11 @@ Run with an interpreter that has stable-baselines3 (2.9), torch, ale-py and gymn
 not a dependency of rlgen), e.g. ``/path/to/sb3-venv/bin/python benchmarks/sb3_atari.py``. The
 env is the one rlgen's ``atari`` preset makes: ``ALE/Breakout-v5`` with ``frameskip=1`` (v5's
 sticky actions, 0.25, kept) under SB3's ``AtariWrapper`` (no-op reset up to 30, frame skip 4,
-life loss as episode end, reward clipping, 84x84 grey) and ``VecFrameStack(4)``, 8 envs in one
-process (``DummyVecEnv``, as ``make_atari_env``), with one difference: the ``AtariWrapper`` also
-presses FIRE on every reset, a lost life's included (``FireResetEnv``), where rlgen's agent
-has to learn to. PPO: ``CnnPolicy``, 128 steps, 4 epochs of
-minibatch 256, lr and clip linear from 2.5e-4 and 0.1, vf 0.5, ent 0.01. It prints one JSON line:
-env steps/s over iterations 2..N and the seconds of their rollouts and updates.
+life loss as episode end, FIRE on every reset, reward clipping, 84x84 grey) and
+``VecFrameStack(4)``, 8 envs in one process (``DummyVecEnv``, as ``make_atari_env``). PPO:
+``CnnPolicy``, 128 steps, 4 epochs of minibatch 256, lr and clip linear from 2.5e-4 and 0.1,
+vf 0.5, ent 0.01. It prints one JSON line: env steps/s over iterations 2..N and the seconds of
+their rollouts and updates.
 
     python benchmarks/sb3_atari.py [--iterations 4] [--seed 1]
 
