@@ -170,15 +170,6 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
             f"{policy.cut} partition, but `partitions:` declares none",
             f"add under `partitions:`  {_suggest_partition(spec, flow, policy.cut)}",
         )
-    if spec.env.grouped and not policy.agent_groups:
-        carry = quote_list([p.name for p in POLICIES.values() if p.agent_groups])
-        yield error(
-            "E608",
-            (*_DEPLOY, "policy"),
-            f"policy '{policy.name}' does not carry several agent groups (`env.groups`) yet",
-            f"use {carry}",
-        )
-        return
     if spec.env.normalize is not None and policy.cut == "env":
         yield from _check_normalize_across_env_cut(spec, flow)
     env_workers = policy.env_workers(workers)

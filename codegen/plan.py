@@ -344,12 +344,15 @@ class BlockSchedule:
     every_steps: int = 0  # run in the iterations whose env steps pass a multiple of it (0: all)
     # env groups (pipelined inference): the block runs group by group; on the learning side
     # ``ahead`` ops (inference, sending actions) run for a group before its env step, the
-    # rest on the whole batch once every group's results are in; ``rows`` envs per group
+    # rest on the whole batch once every group's results are in; ``rows`` envs per group;
+    # with several agent groups, ``agents`` gives each carried value's agents per env copy
+    # (its rows per env group are ``rows`` times that)
     env_groups: int = 1
     side: str = ""  # acting | learning (grouped blocks)
     ahead: int = 0
     arrive: int = 0  # the receives after the ahead ops
     rows: int = 0
+    agents: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

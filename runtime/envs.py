@@ -261,11 +261,21 @@ class EnvGroups:
     def reset(self, group: int) -> np.ndarray:
         return self.groups[group].reset()
 
-    def step(self, action: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return self.groups[group].step(action)
+    def step(self, group: int, *actions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Step env group ``group`` with its actions (one array per agent group of a
+        multi-agent env with several)."""
+        return self.groups[group].step(*actions)
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         return [episode for g in self.groups for episode in g.drain_episodes()]
+
+    def drain_group_returns(self) -> dict[str, list[float]]:
+        """Per agent group, its mean agent return in each episode finished in any env group."""
+        out: dict[str, list[float]] = {}
+        for g in self.groups:
+            for name, returns in g.drain_group_returns().items():
+                out.setdefault(name, []).extend(returns)
+        return out
 
     def close(self) -> None:
         for g in self.groups:

@@ -62,8 +62,13 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("mappo-simple-spread", "pipelined-inference", 3),
     ("mappo-simple-spread", "multi-learner", 2),
     ("mappo-simple-spread", "async-actors", 3),
-    # mappo-simple-tag has two agent groups: only the policies that carry groups build it
+    # mappo-simple-tag has two agent groups (32 env copies: multi-learner on 2 workers)
     ("mappo-simple-tag", "single", 1),
+    ("mappo-simple-tag", "actors-learner", 3),
+    ("mappo-simple-tag", "central-inference", 3),
+    ("mappo-simple-tag", "pipelined-inference", 3),
+    ("mappo-simple-tag", "multi-learner", 2),
+    ("mappo-simple-tag", "async-actors", 3),
     ("mappo-simple-tag", "agent-groups", 3),
     ("ppo-breakout", "single", 1),
     ("ppo-breakout", "actors-learner", 3),

@@ -19,6 +19,10 @@ def _tensor(t: Tensor) -> TensorPlan:
     return TensorPlan(t.name, t.dtype, tuple(t.shape), t.batch_axis)
 
 
+#: The longest group name of joined values (a method name of it still fits a 100-column line).
+LONGEST = 72
+
+
 @dataclass(frozen=True)
 class Group:
     """Transfers that travel together, with the fragment owning each side's method."""
@@ -34,7 +38,14 @@ class Group:
 
     @property
     def value(self) -> str:
-        return "_".join(t.value for t in self.transfers)
+        """The group's name in generated code (its methods are ``send_`` and ``recv_`` + it):
+        its values joined, or, where that passes :data:`LONGEST` characters (several agent
+        groups' results), the first and the last value with the channel's tag
+        (``next_obs_adv_to_truncated_good_1``; the methods' docstrings list every value)."""
+        joined = "_".join(t.value for t in self.transfers)
+        if len(joined) <= LONGEST:
+            return joined
+        return f"{self.transfers[0].value}_to_{self.transfers[-1].value}_{self.tag}"
 
 
 def transfer_groups(transfers) -> list[tuple[Transfer, ...]]:

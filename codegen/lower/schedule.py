@@ -6,7 +6,7 @@ import dataclasses
 
 from rlgen.algorithms import ALGORITHMS
 from rlgen.codegen.context import Context, fragment_device
-from rlgen.codegen.ir import FDG, Fragment, Step
+from rlgen.codegen.ir import FDG, Fragment, Graph, Step
 from rlgen.codegen.lower.boundary import Group
 from rlgen.codegen.lower.fragments import class_name, follows_progress, gradient_steps, steps_per_iteration
 from rlgen.codegen.plan import ArgPlan, BlockSchedule, FragmentRef, NormalizePlan, NormalizeRef, Op, RolePlan, RunPlan
@@ -67,7 +67,7 @@ def lower_role(
             )
         )
     if ctx.policy.env_groups > 1:
-        blocks = [_grouped(b, ctx.policy.env_groups, frags) for b in blocks]
+        blocks = [_grouped(b, ctx.policy.env_groups, frags, graph) for b in blocks]
     loop_step = next((s for f in frags for s in f.steps if s.kind == "loop"), None)
     if loop_step is not None:  # one compiled call runs every block but init
         frag = next(f for f in frags if loop_step in f.steps)
@@ -196,12 +196,14 @@ def _group_metrics(fdg: FDG, frags: list[Fragment], known: set[str]) -> tuple[tu
     return tuple(out) or None
 
 
-def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> BlockSchedule:
+def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment], graph: Graph) -> BlockSchedule:
     """A block that crosses the env cut, run one env group at a time (pipelined inference).
 
     The env side steps a group's envs as its actions arrive (its env steps take the group);
     the learning side runs the ops before the first receive (``ahead``: inference, sending
-    the actions) per group, and the rest on the whole batch."""
+    the actions) per group, and the rest on the whole batch. With several agent groups a
+    carried value's rows per env group are the group's env copies times its agent group's
+    agents (``agents``)."""
     if not any(op.type in ("send", "recv") for op in block.ops):
         return block
     env = next((f for f in frags if f.kind == "env"), None)
@@ -214,6 +216,7 @@ def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> Bl
     ahead = next(i for i, op in enumerate(block.ops) if op.type == "recv")
     arrive = next((i for i, op in enumerate(block.ops[ahead:]) if op.type != "recv"), len(block.ops) - ahead)
     learner = next(f for f in frags if f.kind != "env")
+    grouped = any(graph.edge(dst).parts[0].rows for dst, _ in block.carry)  # several agent groups
     return dataclasses.replace(
         block,
         env_groups=env_groups,
@@ -221,6 +224,7 @@ def _grouped(block: BlockSchedule, env_groups: int, frags: list[Fragment]) -> Bl
         ahead=ahead,
         arrive=arrive,
         rows=learner.batch // env_groups,
+        agents=tuple((dst, graph.edge(dst).parts[0].rows) for dst, _ in block.carry) if grouped else None,
     )
 
 

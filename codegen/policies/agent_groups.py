@@ -25,6 +25,5 @@ POLICY = DistributionPolicy(
     env_role="env",
     learner_role="group",
     control="lockstep",
-    agent_groups=True,
     per_group=True,
 )

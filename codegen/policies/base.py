@@ -66,7 +66,6 @@ class DistributionPolicy:
     counts the others' reports in step with their data) or ``stream`` (as they arrive).
     ``env_groups`` (env cut): each env worker's envs in that many groups, stepped one group
     at a time while the learner acts for the next (pipelined); 1 steps them all at once.
-    ``agent_groups``: the policy builds loops with several agent groups (``env.groups``).
     """
 
     name: str
@@ -85,7 +84,6 @@ class DistributionPolicy:
     env_groups: int = 1
     #: Carries a loop with several agent groups (``env.groups``): each group's values their own
     #: batch. Only the policies that say so build such loops.
-    agent_groups: bool = False
     #: One role per agent group (rank 1 + i for group i), in place of the learning role: the
     #: policy as built for a spec comes from :meth:`for_groups`.
     per_group: bool = False

@@ -9,5 +9,4 @@ POLICY = DistributionPolicy(
     roles=(Role("main", "0", "both"),),
     min_workers=1,
     max_workers=1,
-    agent_groups=True,
 )

@@ -65,7 +65,7 @@ class EnvWorkerFragment:
 
     # spec: $.loop.rollout.do[2]  env.step(action) -> next_obs, reward, terminated, truncated
     def rollout_env_step(self, action: np.ndarray, group: int) -> tuple[np.ndarray, ...]:
-        next_obs, reward, terminated, truncated = self.env.step(np.asarray(action), group)
+        next_obs, reward, terminated, truncated = self.env.step(group, np.asarray(action))
         return next_obs, reward, terminated, truncated
 
     def drain_episodes(self) -> list[tuple[float, int]]:

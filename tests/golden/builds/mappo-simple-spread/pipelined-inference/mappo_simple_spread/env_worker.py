@@ -77,7 +77,7 @@ class EnvWorkerFragment:
     #   next_state
     def rollout_env_step(self, action: np.ndarray, group: int) -> tuple[np.ndarray, ...]:
         next_obs, reward, terminated, truncated, next_state = self.env.step(
-            np.asarray(action), group
+            group, np.asarray(action)
         )
         return next_obs, reward, terminated, truncated, next_state
 

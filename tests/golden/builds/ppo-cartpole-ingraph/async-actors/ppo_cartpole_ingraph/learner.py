@@ -164,8 +164,8 @@ class LearnerFragment(tf.Module):
 
     def recv_obs_buffer(self, version: int) -> tuple:
         """The first 2 messages to arrive from any actor (ranks 1, 2) at after:rollout:
-        obs, buffer. Those acted on with weights more than
-        4 versions older than ``version`` are dropped.
+        obs, buffer. Those acted on with weights more than 4 versions older than ``version`` are
+        dropped.
         """
         parts, versions, self.dropped = p2p.gather_any(
             [1, 2],

@@ -153,8 +153,8 @@ class LearnerFragment(tf.Module):
 
     def recv_replay(self, version: int) -> tuple:
         """The first 1 messages to arrive from any actor (rank 1) at after:collect:
-        replay. Those acted on with weights more than
-        4 versions older than ``version`` are dropped.
+        replay. Those acted on with weights more than 4 versions older than ``version`` are
+        dropped.
         """
         parts, versions, self.dropped = p2p.gather_any(
             [1],
