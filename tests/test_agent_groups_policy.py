@@ -33,7 +33,7 @@ def spec(
     tmp_path: Path, policy: str = "agent-groups", workers: int = 3, name: str = "tag", checkpoint: int | None = None
 ) -> Path:
     data = yaml.safe_load(EXAMPLE.read_text())
-    assert data["partitions"] == {"env": {"at": "env.step", **GROUP_VALUES}}  # the example cuts where agent-groups does
+    assert data["partitions"]["env"] == {"at": "env.step", **GROUP_VALUES}  # the example cuts where agent-groups does
     data["deploy"] = {"policy": policy, "workers": workers}
     data["train"].pop("checkpoint", None)
     if checkpoint:
