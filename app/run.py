@@ -290,12 +290,12 @@ def _auto(request: RunRequest, result: Any, note: Callable[[str], None]) -> tupl
 
     spec, hosts = result.spec, list(result.spec.deploy.hosts)
     settings = request.deployment.settings
-    # not agent-groups (it validates only with several agent groups, on 1 + their number of
-    # workers): its rank 0 holds no learner, so it writes no checkpoint a switch could resume from
+    # agent-groups validates only with several agent groups, on 1 + their number of workers; a
+    # switch to it and back resumes across the two kinds of checkpoint (rlgen.runtime.checkpoints)
     candidates = [
         (policy, workers)
         for workers in worker_counts(hosts, local_cores(), spec.deploy.workers)
-        for policy in (p for p in POLICIES if p != "single" and not POLICIES[p].per_group)
+        for policy in (p for p in POLICIES if p != "single")
         if validate_file(request.target, policy=policy, workers=workers, hosts=hosts, settings=settings).ok
     ]
     devices = auto_placements(spec.deploy.devices, gpu_visible())  # the CPU's, and the GPU's where one serves

@@ -19,6 +19,13 @@ Under ``agent-groups`` each group's rank holds its own learner and saves it in
 only the run state and the iteration. A resume point is a run state whose every group has its
 checkpoint at those steps, intact: rank 0 picks the newest such, and each group's rank restores
 its own checkpoint there (:meth:`Checkpoints.restore_at`).
+
+A run may go on under another policy than the one that saved its checkpoints (``auto``
+switching between ``agent-groups`` and the rest): a group's learner is the part of the whole
+learner module under its components' names, so the two kinds of checkpoint hold the same
+values. ``agent-groups`` resuming at a whole checkpoint (rank 0's module) has each group restore
+its part of it; a whole module resuming at ``agent-groups``' run state restores every group's
+checkpoint at those steps, and only if together they hold every value of the module.
 """
 
 from __future__ import annotations
@@ -78,6 +85,26 @@ def _readable(path: Path) -> str | None:
     return None
 
 
+def _holds_module(path: Path) -> bool:
+    """Whether the checkpoint at ``path`` holds a learner module (not only ``agent-groups``'
+    rank 0's iteration)."""
+    import tensorflow as tf
+
+    return any(name.startswith("module/") for name, _ in tf.train.list_variables(str(path)))
+
+
+def _module_keys(checkpoint: Any) -> set[str]:
+    """The values a checkpoint of ``checkpoint``'s objects holds (written once to a scratch
+    directory: TensorFlow lists them only from a file)."""
+    import tempfile
+
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = checkpoint.write(str(Path(scratch) / "keys"))
+        return {name for name, _ in tf.train.list_variables(path) if name.startswith("module/")}
+
+
 class Checkpoints:
     """Rank 0's checkpoints of ``module`` and the iteration counter (see the module docstring).
 
@@ -93,6 +120,7 @@ class Checkpoints:
         self.run_dir, self.keep = run_dir, keep
         self.group, self.groups = group, tuple(groups)
         self.directory = run_dir.checkpoints / group if group else run_dir.checkpoints
+        self.module = module
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
         parts = {"iteration": self.iteration} if module is None else {"module": module, "iteration": self.iteration}
         self._checkpoint = tf.train.Checkpoint(**parts)
@@ -114,7 +142,7 @@ class Checkpoints:
             why = "no run state" if state is None else self._groups_missing(path) or _readable(path)
             if why is None:
                 try:
-                    self._checkpoint.restore(str(path)).assert_existing_objects_matched()
+                    self._restore(path)
                 except Exception as exc:  # noqa: BLE001 - the checkpoint does not fit this build
                     why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
             if why is not None:
@@ -129,8 +157,39 @@ class Checkpoints:
         detail = f": {', '.join(tried)} unusable (moved to {self.directory / 'damaged'})" if tried else ""
         raise NoCheckpoint(f"--resume: no intact checkpoint in {self.directory}{detail}")
 
+    def _restore(self, path: Path) -> None:
+        """Restore rank 0's objects from the checkpoint at ``path``: from it alone, or where it
+        holds no module but this rank has one, from the groups' checkpoints at its steps."""
+        if self.module is not None and not _holds_module(path):
+            self._assemble(path)
+            return
+        # agent-groups' rank 0 takes only the iteration from a whole checkpoint
+        self._checkpoint.restore(str(path)).assert_existing_objects_matched().expect_partial()
+
+    def _assemble(self, path: Path) -> None:
+        """The whole module from ``agent-groups``' checkpoints at ``path``'s steps: each group's
+        part from its own, all of them needed."""
+        import tensorflow as tf
+
+        parts = [d / path.name for d in sorted(self.directory.iterdir()) if d.is_dir() and d.name != "damaged"]
+        parts = [p for p in parts if p.with_name(p.name + ".index").exists()]
+        if not parts:
+            raise ValueError("it holds no learner, and no group's checkpoint is at its steps")
+        held: set[str] = set()
+        whole = tf.train.Checkpoint(module=self.module)
+        for part in parts:
+            if (why := _readable(part)) is not None:
+                raise ValueError(f"group {part.parent.name}'s checkpoint: {why}")
+            whole.restore(str(part)).expect_partial()
+            held |= {name for name, _ in tf.train.list_variables(str(part)) if name.startswith("module/")}
+        if missing := _module_keys(whole) - held:
+            raise ValueError(f"the groups' checkpoints lack {len(missing)} of the module's values, e.g. {min(missing)}")
+
     def _groups_missing(self, path: Path) -> str | None:
-        """Why a group's checkpoint at ``path``'s steps cannot be used (None: every one is intact)."""
+        """Why a group's checkpoint at ``path``'s steps cannot be used (None: every one is intact,
+        or ``path`` is a whole checkpoint, which holds every group's part)."""
+        if self.groups and _holds_module(path):
+            return None
         for group in self.groups:
             theirs = self.directory / group / path.name
             if not theirs.with_name(theirs.name + ".index").exists():
@@ -143,11 +202,15 @@ class Checkpoints:
         """Restore this group's checkpoint at ``env_steps``, the resume point rank 0 chose
         (:class:`NoCheckpoint` when it is missing or damaged); returns its path."""
         path = self.directory / f"ckpt-{env_steps}"
-        why = None if path.with_name(path.name + ".index").exists() else "missing"
-        why = why or _readable(path)
+        whole = self.directory.parent / path.name  # saved by a whole module's rank 0 (another policy)
+        source = path
+        if not path.with_name(path.name + ".index").exists() and whole.with_name(whole.name + ".index").exists():
+            source = whole
+        why = None if source.with_name(source.name + ".index").exists() else "missing"
+        why = why or _readable(source)
         if why is None:
-            try:
-                self._checkpoint.restore(str(path)).assert_existing_objects_matched()
+            try:  # this group's part of a whole checkpoint: the other groups' values stay unread
+                self._checkpoint.restore(str(source)).assert_existing_objects_matched().expect_partial()
             except Exception as exc:  # noqa: BLE001 - the checkpoint does not fit this build
                 why = type(exc).__name__
         if why is not None:
@@ -157,8 +220,9 @@ class Checkpoints:
                 for part in self.directory.glob(f"{newer.name}.*"):
                     part.unlink(missing_ok=True)
         self.iteration.assign(iteration)
-        self._reindex(path)
-        return str(path)
+        if source == path:
+            self._reindex(path)
+        return str(source)
 
     def save(self, iteration: int, env_steps: int, state: dict[str, Any]) -> None:
         """Save the module with ``state`` (see the module docstring); the previous checkpoint
