@@ -1,5 +1,5 @@
-"""PPO on Atari Breakout, rlgen against Stable-Baselines3 on the same env, budget and seeds:
-the evaluated game score along the way and at the end (issue 32's learning target).
+"""PPO (or DQN) on Atari Breakout, rlgen against Stable-Baselines3 on the same env, budget and
+seeds: the evaluated game score along the way and at the end (issue 32's learning targets).
 
     .venv/bin/python benchmarks/pixels_learning.py --sb3-python /path/to/sb3-venv/bin/python \\
         --work runs/pixels-learning --seeds 1,2,3 [--steps 499712] [--final-episodes 10]
@@ -17,6 +17,12 @@ run over it on both sides):
   WORK/seedN/sb3.jsonl``: PPO ``CnnPolicy`` with the Zoo's settings, evaluated at the same steps
   the same way, and twice at the end over ``--final-episodes`` games (sampled actions, and the
   likeliest action).
+
+With ``--algo dqn`` the same for DQN with the Zoo's Atari settings (one env, replay 100k,
+learning from 100k steps): rlgen runs ``examples/dqn-pong.rl.yaml`` with ``--set
+env.id=ALE/Breakout-v5 --set train.eval.every=100352``, SB3 ``sb3_atari.py --algo dqn``; the
+periodic evaluations take the greedy action on both sides (the example's ``deterministic:
+true``), and SB3's run cannot resume (its saved model has no replay buffer).
 
 Then the final evaluation of rlgen's exported policy, ``rlgen eval WORK/seedN/rlgen --episodes
 N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs
@@ -48,20 +54,58 @@ from typing import Any
 from learning import SeedResult, _env, _f, _mean_std, _table, final_eval, read_run  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "examples" / "ppo-breakout.rl.yaml"
 SB3_SCRIPT = ROOT / "benchmarks" / "sb3_atari.py"
-EVAL_EVERY = 100_352  # the spec's train.eval.every, and sb3_atari.py's --eval-every default
+EVAL_EVERY = 100_352  # the PPO spec's train.eval.every, and sb3_atari.py's --eval-every default
 
-ENV = (
-    "env: ALE/Breakout-v5 (v5: sticky actions 0.25, full action set off: 4 actions), made with "
-    "frameskip=1; frame skip 4 (max of the last 2 frames) by the wrapper, up to 30 no-ops on reset, "
-    "a lost life ends a training episode, FIRE then 2 at the start of every life, training rewards "
-    "clipped to their sign, 84x84 grey, 4 frames stacked (uint8 [4,84,84]); 8 envs. rlgen: the "
-    "`atari` preset (gymnasium's AtariPreprocessing and rlgen's wrappers). SB3: make_atari_env's "
-    "AtariWrapper + VecFrameStack(4). Scores: whole games, unclipped. "
-    "PPO (Zoo): 128 steps x 8 envs, 4 epochs of minibatch 256, lr 2.5e-4 and clip 0.1 linear to 0, "
-    "vf 0.5, ent 0.01; Nature CNN shared by policy and value."
-)
+
+@dataclass(frozen=True)
+class Algo:
+    """What one algorithm's comparison runs: rlgen's spec (with ``sets``), SB3's side, the step
+    granularity (an iteration's env steps) and the settings both sides share."""
+
+    name: str
+    spec: Path
+    sets: tuple[str, ...]
+    iteration: int
+    envs: int
+    settings: str
+    #: the periodic evaluations' actions: sampled (PPO) or greedy (DQN, as its example's eval)
+    sampled: bool = True
+
+
+ALGOS = {
+    "ppo": Algo(
+        "PPO",
+        ROOT / "examples" / "ppo-breakout.rl.yaml",
+        (),
+        1024,
+        8,
+        "PPO (Zoo): 128 steps x 8 envs, 4 epochs of minibatch 256, lr 2.5e-4 and clip 0.1 linear to 0, "
+        "vf 0.5, ent 0.01; Nature CNN shared by policy and value.",
+    ),
+    "dqn": Algo(
+        "DQN",
+        ROOT / "examples" / "dqn-pong.rl.yaml",
+        ("env.id=ALE/Breakout-v5", f"train.eval.every={EVAL_EVERY}", "train.checkpoint.every=100000"),
+        4,
+        1,
+        "DQN (Zoo): 1 env, replay 100k, learning from 100k steps, a gradient step of 32 every 4 env "
+        "steps, target every 1,000, lr 1e-4, epsilon 1 to 0.01 over the first 10% of the budget; "
+        "Nature CNN. rlgen: examples/dqn-pong.rl.yaml on Breakout.",
+        sampled=False,
+    ),
+}
+
+
+def env_line(algo: Algo) -> str:
+    return (
+        "env: ALE/Breakout-v5 (v5: sticky actions 0.25, full action set off: 4 actions), made with "
+        "frameskip=1; frame skip 4 (max of the last 2 frames) by the wrapper, up to 30 no-ops on reset, "
+        "a lost life ends a training episode, FIRE then 2 at the start of every life, training rewards "
+        f"clipped to their sign, 84x84 grey, 4 frames stacked (uint8 [4,84,84]); {algo.envs} env(s). "
+        "rlgen: the `atari` preset (gymnasium's AtariPreprocessing and rlgen's wrappers). SB3: "
+        "make_atari_env's AtariWrapper + VecFrameStack(4). Scores: whole games, unclipped. " + algo.settings
+    )
 
 
 @dataclass
@@ -146,7 +190,7 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinish
     if not metrics.exists():
         side.note = f"no {metrics}"
         return side
-    result = SeedResult("ppo-breakout", seed, ok=True)
+    result = SeedResult(run_dir.name, seed, ok=True)
     read_run(result, run_dir, target=float("inf"))
     side.env_steps, side.train_s, side.train_last100 = result.env_steps, result.train_time, result.final_return
     side.train_games = result.episodes
@@ -174,16 +218,24 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinish
     return side
 
 
+def commands(algo: Algo, seed: int, steps: int, base: Path, sb3_python: str, final_episodes: int) -> list[list[str]]:
+    """rlgen's and SB3's command lines for one seed, writing into ``base``."""
+    rlgen = [sys.executable, "-m", "rlgen", "run", str(algo.spec), "--seed", str(seed)]
+    for setting in (f"train.total_steps={steps}", *algo.sets):
+        rlgen += ["--set", setting]
+    rlgen += ["--run-dir", str(base / "rlgen"), "--quiet"]
+    sb3 = [sb3_python, str(SB3_SCRIPT), "--algo", algo.name.lower(), "--learn-steps", str(steps)]
+    sb3 += ["--seed", str(seed), "--out", str(base / "sb3.jsonl"), "--final-episodes", str(final_episodes)]
+    return [rlgen, sb3]
+
+
 def train(
-    seed: int, steps: int, work: Path, sb3_python: str, final_episodes: int, parallel: bool, timeout: float
+    algo: Algo, seed: int, steps: int, work: Path, sb3_python: str, final_episodes: int, parallel: bool, timeout: float
 ) -> None:
     """Train both sides of ``seed`` (logs in ``WORK/seedN/*.log``)."""
     base = work / f"seed{seed}"
     base.mkdir(parents=True, exist_ok=True)
-    rlgen = [sys.executable, "-m", "rlgen", "run", str(SPEC), "--seed", str(seed)]
-    rlgen += ["--set", f"train.total_steps={steps}", "--run-dir", str(base / "rlgen"), "--quiet"]
-    sb3 = [sb3_python, str(SB3_SCRIPT), "--learn-steps", str(steps), "--seed", str(seed)]
-    sb3 += ["--out", str(base / "sb3.jsonl"), "--final-episodes", str(final_episodes)]
+    rlgen, sb3 = commands(algo, seed, steps, base, sb3_python, final_episodes)
     procs = []
     for name, cmd in (("rlgen", rlgen), ("sb3", sb3)):
         print(f"seed {seed}: {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -219,7 +271,7 @@ def verdict(rlgen: list[float], sb3: list[float]) -> str:
     return f"rlgen {ours:.1f} is {where} SB3's seed range [{low:.1f}, {high:.1f}] ({len(sb3)} seed(s))"
 
 
-def report(sides: list[Side], steps: int, final_episodes: int) -> str:
+def report(sides: list[Side], steps: int, final_episodes: int, algo: Algo = ALGOS["ppo"]) -> str:
     points = sorted({e.step for s in sides for e in s.evals})
     per_eval = next((e.games for s in sides for e in s.evals if e.step % EVAL_EVERY == 0), 5)
     head = ["seed", "side", *[f"{p:,}" for p in points], f"final ({final_episodes}, likeliest)", "train last 100"]
@@ -238,13 +290,14 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
     for s in sides:
         curve.append([str(s.seed), s.name, *[_f(s.train_at(p)) for p in curve_points]])
     lines = [
-        f"PPO Breakout, rlgen vs SB3: budget {steps:,} env steps; seeds {sorted({s.seed for s in sides})}",
-        ENV,
-        f"eval columns: env steps; game score mean ± sd over {per_eval} games with sampled actions "
-        "(rlgen: spec train.eval, SB3: evaluate_policy deterministic=False); the last column at the end "
-        f"is rlgen's closing evaluation and SB3's {final_episodes}-game one (games in brackets where "
-        f"not {per_eval}); 'final': {final_episodes} games with the likeliest action (rlgen eval of "
-        "the exported policy; SB3 evaluate_policy deterministic=True).",
+        f"{algo.name} Breakout, rlgen vs SB3: budget {steps:,} env steps; seeds {sorted({s.seed for s in sides})}",
+        env_line(algo),
+        f"eval columns: env steps; game score mean ± sd over {per_eval} games with "
+        + ("sampled actions" if algo.sampled else "the greedy action")
+        + f" (rlgen: spec train.eval, SB3: evaluate_policy deterministic={not algo.sampled}); the last "
+        f"column at the end is rlgen's closing evaluation and SB3's {final_episodes}-game one (games in "
+        f"brackets where not {per_eval}); 'final': {final_episodes} games with the likeliest action "
+        "(rlgen eval of the exported policy; SB3 evaluate_policy deterministic=True).",
         _table(head, rows),
         "",
         "training games' mean score over the last 100 by these env steps (the last column: where every "
@@ -277,6 +330,7 @@ def report(sides: list[Side], steps: int, final_episodes: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algo", choices=sorted(ALGOS), default="ppo", help="ppo (default) or dqn")
     ap.add_argument("--work", required=True, help="WORK: seedN/rlgen (run dir), seedN/sb3.jsonl, logs")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
     ap.add_argument("--steps", type=int, default=499_712, help="env steps a run trains (default 499712: 488 x 1024)")
@@ -292,8 +346,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds a seed's training may take")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     args = ap.parse_args()
-    if args.steps % 1024:
-        ap.error("--steps: whole iterations of 1,024 env steps (128 steps x 8 envs)")
+    algo = ALGOS[args.algo]
+    if args.steps % algo.iteration:
+        ap.error(f"--steps: whole iterations of {algo.iteration:,} env steps ({algo.name})")
     if not args.read and not args.sb3_python:
         ap.error("--sb3-python is needed to train (or --read)")
     work = Path(args.work).resolve()
@@ -301,15 +356,16 @@ def main() -> None:
     sides: list[Side] = []
     for seed in seeds:
         if not args.read:
-            train(seed, args.steps, work, args.sb3_python, args.final_episodes, not args.one_at_a_time, args.timeout)
+            parallel = not args.one_at_a_time
+            train(algo, seed, args.steps, work, args.sb3_python, args.final_episodes, parallel, args.timeout)
         base = work / f"seed{seed}"
         sides.append(read_rlgen(base / "rlgen", seed, args.final_episodes, args.timeout, args.eval_unfinished))
         sides.append(read_sb3(base / "sb3.jsonl", seed))
-    print(report(sides, args.steps, args.final_episodes))
+    print(report(sides, args.steps, args.final_episodes, algo))
     if args.json:
         from dataclasses import asdict
 
-        doc = {"steps": args.steps, "env": ENV, "sides": [asdict(s) for s in sides]}
+        doc = {"algo": algo.name, "steps": args.steps, "env": env_line(algo), "sides": [asdict(s) for s in sides]}
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
 
 

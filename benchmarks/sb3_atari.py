@@ -13,6 +13,10 @@ their rollouts and updates.
 
     python benchmarks/sb3_atari.py [--iterations 4] [--seed 1]
 
+``--algo dqn`` (with ``--learn-steps`` only): SB3's DQN with the Zoo's Atari settings instead
+(``CnnPolicy``, one env, replay 100k, learning from 100k steps, train every 4, target every
+1,000, lr 1e-4, epsilon to 0.01 over 10%), evaluated with the greedy action; no ``--resume``.
+
 With ``--learn-steps N`` it trains for N env steps instead (the linear schedules run over N, as
 rlgen's over ``train.total_steps``) and writes JSON lines to ``--out``: every training game's
 unclipped score (``{"kind": "episode", "step", "score", "length"}``, from the ``Monitor`` that
@@ -46,7 +50,7 @@ from pathlib import Path
 
 import ale_py
 import gymnasium
-from stable_baselines3 import PPO
+from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -130,20 +134,43 @@ class Learning(BaseCallback):
         return True
 
 
+def dqn(env, seed: int) -> DQN:
+    """SB3's DQN with the RL Zoo's Atari settings (one env: the Zoo's n_envs default)."""
+    return DQN(
+        "CnnPolicy",
+        env,
+        buffer_size=100_000,
+        learning_rate=1e-4,
+        batch_size=32,
+        learning_starts=100_000,
+        target_update_interval=1000,
+        train_freq=4,
+        gradient_steps=1,
+        exploration_fraction=0.1,
+        exploration_final_eps=0.01,
+        optimize_memory_usage=False,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+
+
 def make_env(seed: int, n_envs: int = 8):
     env = make_atari_env("ALE/Breakout-v5", n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1})
     return VecFrameStack(env, n_stack=4)
 
 
-def learn(args: argparse.Namespace, model: PPO) -> int:
+def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
     """Train to ``--learn-steps`` (from the saved model with ``--resume``); on SIGTERM or SIGINT,
     save the model at the last whole iteration and return 143 (130), for ``--resume``."""
     save = args.save or str(Path(args.out).with_suffix(".zip"))
     wall = 0.0
+    kind = type(model)
+    greedy = kind is DQN  # DQN's evaluations take the greedy action, as rlgen's DQN example's
     if args.eval_only:  # the final evaluations of a stopped run's saved model, where it stopped
-        model = PPO.load(save, env=model.get_env(), device="cpu")
+        model = kind.load(save, env=model.get_env(), device="cpu")
         with open(args.out, "a") as out:
-            cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False)
+            cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=greedy)
             cb.init_callback(model)
             cb.num_timesteps = model.num_timesteps
             cb.evaluate(args.final_episodes, final=True)
@@ -155,9 +182,9 @@ def learn(args: argparse.Namespace, model: PPO) -> int:
         if lines and lines[-1]["kind"] == "done":
             return 0
         wall = max((rec.get("wall_s", 0.0) for rec in lines), default=0.0)
-        model = PPO.load(save, env=model.get_env(), device="cpu")
+        model = kind.load(save, env=model.get_env(), device="cpu")
     with open(args.out, "a" if args.resume else "w") as out:
-        cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=False, wall=wall)
+        cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=greedy, wall=wall)
         signals = {signal.SIGTERM: 143, signal.SIGINT: 130}
         code = 0
 
@@ -180,7 +207,8 @@ def learn(args: argparse.Namespace, model: PPO) -> int:
         if model.num_timesteps % args.eval_every == 0:  # the last rollout_start did not come
             cb.evaluate(args.eval_episodes, final=False)
         model.save(save)
-        cb.evaluate(args.final_episodes, final=True)  # stochastic, as the periodic ones
+        if not greedy:
+            cb.evaluate(args.final_episodes, final=True)  # stochastic, as the periodic ones
         cb.deterministic = True  # and as `rlgen eval` (the exported policy takes the likeliest action)
         cb.evaluate(args.final_episodes, final=True)
         cb.write({"kind": "done", "step": model.num_timesteps})
@@ -189,6 +217,7 @@ def learn(args: argparse.Namespace, model: PPO) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="dqn: with --learn-steps only")
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--learn-steps", type=int, help="train this many env steps, writing --out")
@@ -203,7 +232,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.learn_steps and not args.out:
         ap.error("--learn-steps needs --out")
+    if args.algo == "dqn" and not args.learn_steps:
+        ap.error("--algo dqn: with --learn-steps (the speed comparison is PPO's)")
+    if args.algo == "dqn" and args.resume:
+        ap.error("--algo dqn: no --resume (its saved model has no replay buffer: a resumed run is not the same run)")
     gymnasium.register_envs(ale_py)  # the ALE/ namespace
+    if args.algo == "dqn":
+        sys.exit(learn(args, dqn(make_env(args.seed, n_envs=1), args.seed)))
     env = make_env(args.seed)
     model = PPO(
         "CnnPolicy",

@@ -54,3 +54,21 @@ def test_verdict(pl) -> None:  # noqa: ANN001
     assert "within" in pl.verdict([10.0, 14.0], [10.0, 20.0])  # rlgen's mean over seeds, 12
     assert "below" in pl.verdict([9.0], [10.0, 20.0])
     assert "no verdict" in pl.verdict([], [10.0])
+
+
+def test_dqn_runs_the_dqn_example_on_breakout_against_sb3s_dqn(pl, tmp_path: Path) -> None:  # noqa: ANN001
+    """--algo dqn: rlgen's DQN example with Breakout's id and evaluations at SB3's steps; SB3's DQN."""
+    import yaml
+
+    rlgen, sb3 = pl.commands(pl.ALGOS["dqn"], 2, 499712, tmp_path, "SB3_PY", 10)
+    assert rlgen[rlgen.index("run") + 1].endswith("examples/dqn-pong.rl.yaml")
+    sets = [rlgen[i + 1] for i, a in enumerate(rlgen) if a == "--set"]
+    assert sets[:3] == ["train.total_steps=499712", "env.id=ALE/Breakout-v5", f"train.eval.every={pl.EVAL_EVERY}"]
+    assert sb3[:4] == ["SB3_PY", str(pl.SB3_SCRIPT), "--algo", "dqn"] and "--resume" not in sb3
+    spec = yaml.safe_load(pl.ALGOS["dqn"].spec.read_text())
+    assert spec["env"]["num_envs"] == pl.ALGOS["dqn"].envs == 1 and spec["train"]["eval"]["deterministic"]
+    assert pl.EVAL_EVERY % pl.ALGOS["dqn"].iteration == 0  # an evaluation falls on an iteration's end
+    ppo = pl.commands(pl.ALGOS["ppo"], 1, 1024, tmp_path, "SB3_PY", 10)[0]
+    assert [a for a in ppo if a.startswith("train.") or a.startswith("env.")] == ["train.total_steps=1024"]
+    report = pl.report([], 499712, 10, pl.ALGOS["dqn"])
+    assert report.startswith("DQN Breakout") and "the greedy action" in report and "1 env(s)" in report
