@@ -203,6 +203,10 @@ def read_rlgen(run_dir: Path, seed: int, episodes: int, timeout: float, unfinish
         for r in rows
         if r.get("eval_mean_return") is not None
     ]
+    closing = run.get("final_eval") or {}
+    if closing.get("mean_return") is not None and all(e.step != result.env_steps for e in side.evals):
+        # the closing evaluation at the run's end (run.json; the metrics rows hold the periodic ones)
+        side.evals.append(Eval(result.env_steps, closing["mean_return"], closing.get("std", 0.0), per_eval))
     side.finished = run.get("status") == "finished" and (run_dir / "policy" / "saved_model.pb").is_file()
     cache = run_dir.parent / "rlgen-eval.json"
     if (side.finished or unfinished) and episodes > 0 and (run_dir / "policy" / "saved_model.pb").is_file():

@@ -72,3 +72,19 @@ def test_dqn_runs_the_dqn_example_on_breakout_against_sb3s_dqn(pl, tmp_path: Pat
     assert [a for a in ppo if a.startswith("train.") or a.startswith("env.")] == ["train.total_steps=1024"]
     report = pl.report([], 499712, 10, pl.ALGOS["dqn"])
     assert report.startswith("DQN Breakout") and "the greedy action" in report and "1 env(s)" in report
+
+
+def test_reads_rlgens_closing_evaluation_from_run_json(pl, tmp_path: Path) -> None:  # noqa: ANN001
+    """The periodic evaluations are metrics rows; the closing one at the run's end is run.json's."""
+    run = tmp_path / "rlgen"
+    run.mkdir()
+    rows = [
+        {"iteration": i, "env_steps": 1024 * i, "time": float(i), "episodes": 3 * i, "mean_return": float(i)}
+        for i in range(1, 5)
+    ]
+    rows[1].update(eval_mean_return=2.5, eval_std_return=0.5, eval_env_steps=2048)
+    _write(run / "metrics.jsonl", rows)
+    doc = {"status": "finished", "config": {"eval_episodes": 5}, "final_eval": {"mean_return": 7.5, "std": 1.5}}
+    (run / "run.json").write_text(json.dumps(doc))
+    side = pl.read_rlgen(run, 1, episodes=0, timeout=1.0)
+    assert [(e.step, e.mean, e.sd, e.games) for e in side.evals] == [(2048, 2.5, 0.5, 5), (4096, 7.5, 1.5, 5)]
