@@ -85,24 +85,26 @@ def _readable(path: Path) -> str | None:
     return None
 
 
-def _holds_module(path: Path) -> bool:
-    """Whether the checkpoint at ``path`` holds a learner module (not only ``agent-groups``'
-    rank 0's iteration)."""
+def _saved(path: Path) -> bool:
+    """Whether a checkpoint was saved at ``path`` (its index is on disk)."""
+    return path.with_name(path.name + ".index").exists()
+
+
+def _module_values(path: Path | str) -> set[str]:
+    """The learner module's values in the checkpoint at ``path`` (none in ``agent-groups``'
+    rank 0's, which holds only the iteration)."""
     import tensorflow as tf
 
-    return any(name.startswith("module/") for name, _ in tf.train.list_variables(str(path)))
+    return {name for name, _ in tf.train.list_variables(str(path)) if name.startswith("module/")}
 
 
 def _module_keys(checkpoint: Any) -> set[str]:
-    """The values a checkpoint of ``checkpoint``'s objects holds (written once to a scratch
-    directory: TensorFlow lists them only from a file)."""
+    """The module values a checkpoint of ``checkpoint``'s objects holds (written once to a
+    scratch directory: TensorFlow lists them only from a file)."""
     import tempfile
 
-    import tensorflow as tf
-
     with tempfile.TemporaryDirectory() as scratch:
-        path = checkpoint.write(str(Path(scratch) / "keys"))
-        return {name for name, _ in tf.train.list_variables(path) if name.startswith("module/")}
+        return _module_values(checkpoint.write(str(Path(scratch) / "keys")))
 
 
 class Checkpoints:
@@ -160,7 +162,7 @@ class Checkpoints:
     def _restore(self, path: Path) -> None:
         """Restore rank 0's objects from the checkpoint at ``path``: from it alone, or where it
         holds no module but this rank has one, from the groups' checkpoints at its steps."""
-        if self.module is not None and not _holds_module(path):
+        if self.module is not None and not _module_values(path):
             self._assemble(path)
             return
         # agent-groups' rank 0 takes only the iteration from a whole checkpoint
@@ -172,7 +174,7 @@ class Checkpoints:
         import tensorflow as tf
 
         parts = [d / path.name for d in sorted(self.directory.iterdir()) if d.is_dir() and d.name != "damaged"]
-        parts = [p for p in parts if p.with_name(p.name + ".index").exists()]
+        parts = [p for p in parts if _saved(p)]
         if not parts:
             raise ValueError("it holds no learner, and no group's checkpoint is at its steps")
         held: set[str] = set()
@@ -181,18 +183,18 @@ class Checkpoints:
             if (why := _readable(part)) is not None:
                 raise ValueError(f"group {part.parent.name}'s checkpoint: {why}")
             whole.restore(str(part)).expect_partial()
-            held |= {name for name, _ in tf.train.list_variables(str(part)) if name.startswith("module/")}
+            held |= _module_values(part)
         if missing := _module_keys(whole) - held:
             raise ValueError(f"the groups' checkpoints lack {len(missing)} of the module's values, e.g. {min(missing)}")
 
     def _groups_missing(self, path: Path) -> str | None:
         """Why a group's checkpoint at ``path``'s steps cannot be used (None: every one is intact,
         or ``path`` is a whole checkpoint, which holds every group's part)."""
-        if self.groups and _holds_module(path):
+        if self.groups and _module_values(path):
             return None
         for group in self.groups:
             theirs = self.directory / group / path.name
-            if not theirs.with_name(theirs.name + ".index").exists():
+            if not _saved(theirs):
                 return f"group {group}'s checkpoint is missing"
             if (why := _readable(theirs)) is not None:
                 return f"group {group}'s checkpoint: {why}"
@@ -203,10 +205,8 @@ class Checkpoints:
         (:class:`NoCheckpoint` when it is missing or damaged); returns its path."""
         path = self.directory / f"ckpt-{env_steps}"
         whole = self.directory.parent / path.name  # saved by a whole module's rank 0 (another policy)
-        source = path
-        if not path.with_name(path.name + ".index").exists() and whole.with_name(whole.name + ".index").exists():
-            source = whole
-        why = None if source.with_name(source.name + ".index").exists() else "missing"
+        source = whole if not _saved(path) and _saved(whole) else path
+        why = None if _saved(source) else "missing"
         why = why or _readable(source)
         if why is None:
             try:  # this group's part of a whole checkpoint: the other groups' values stay unread

@@ -82,8 +82,6 @@ class DistributionPolicy:
     control: str = "lockstep"
     asynchronous: bool = False  # actors never wait; the learner takes experience as it arrives
     env_groups: int = 1
-    #: Carries a loop with several agent groups (``env.groups``): each group's values their own
-    #: batch. Only the policies that say so build such loops.
     #: One role per agent group (rank 1 + i for group i), in place of the learning role: the
     #: policy as built for a spec comes from :meth:`for_groups`.
     per_group: bool = False
