@@ -55,9 +55,10 @@ def send(
     credits: int | None = None,
 ) -> None:
     """Send ``parts`` to ``peers``, each as its ``dtypes`` entry (the receiver reads them so).
-    With ``splits``, peer ``i`` gets rows ``splits[:i].sum() : splits[:i+1].sum()`` of each
-    part along its axis (parts without one go whole). With ``credits``, at most that many
-    messages are on their way to a peer (sent but not yet taken by it, see
+    With ``splits`` (env copies per peer), peer ``i`` gets envs ``splits[:i].sum() :
+    splits[:i+1].sum()`` of each part along its axis: ``k`` rows an env for a part that folds
+    ``k`` agents into each env's rows (parts without an axis go whole). With ``credits``, at
+    most that many messages are on their way to a peer (sent but not yet taken by it, see
     :func:`gather_any`): a send waits only when all are."""
     arrays = [np.asarray(p, dtype=d) for p, d in zip(parts, dtypes, strict=True)]
     if credits is not None:
@@ -69,12 +70,24 @@ def send(
             mesh().send(peer, tag, payload, header)
         return
     bounds = np.cumsum([0, *splits])
+    rows = [
+        None if axis is None else _rows_per_env(a, axis, int(bounds[-1]), tag)
+        for a, axis in zip(arrays, axes, strict=True)
+    ]
     for i, peer in enumerate(peers):
         sliced = [
-            a if axis is None else np.take(a, range(bounds[i], bounds[i + 1]), axis=axis)
-            for a, axis in zip(arrays, axes, strict=True)
+            a if axis is None else np.take(a, range(k * bounds[i], k * bounds[i + 1]), axis=axis)
+            for a, axis, k in zip(arrays, axes, rows, strict=True)
         ]
         mesh().send(peer, tag, pack(sliced), header)
+
+
+def _rows_per_env(a: np.ndarray, axis: int, envs: int, tag: int) -> int:
+    """How many rows of ``a`` along ``axis`` one env copy holds (its agents, when they are folded
+    into the rows env-major; 1 otherwise)."""
+    if a.shape[axis] % envs:
+        raise ValueError(f"channel {tag}: {a.shape[axis]} rows along axis {axis} do not split over {envs} env copies")
+    return a.shape[axis] // envs
 
 
 def gather(

@@ -23,8 +23,8 @@ POLICIES = [
     ("single", 1),
     ("actors-learner", 2),
     ("async-actors", 2),
-    ("central-inference", 2),
-    ("pipelined-inference", 2),
+    ("central-inference", 3),  # 2 env workers: each gets its own env copies' rows of each group
+    ("pipelined-inference", 3),
     ("multi-learner", 2),
     ("agent-groups", 3),
 ]

@@ -52,7 +52,8 @@ def test_plan_json_says_policy_workers_and_every_rank(tmp_path):
 @pytest.mark.parametrize(("example", "policy", "workers"), CASES, ids=IDS)
 def test_both_ends_of_every_channel_agree_on_the_message(example, policy, workers):
     """What one sender sends one receiver (its share of the envs when it splits them) is what the
-    receiver unpacks per message: same tag, dtypes and shapes."""
+    receiver unpacks per message: same tag, dtypes and shapes; a split share holds whole env
+    copies (``k`` rows each where agents are folded into the rows)."""
     from rlgen.api import validate_file
 
     plan = from_json(build(validate_file(example, policy=policy, workers=workers)).files["plan.json"], Plan)
@@ -64,9 +65,10 @@ def test_both_ends_of_every_channel_agree_on_the_message(example, policy, worker
     for tag, pair in ends.items():
         send, recv = pair["send"], pair["recv"]
         shapes = [list(p.shape) for p in send.parts]
-        if len(send.peer_ranks) > 1:  # split along each part's env axis
+        if len(send.peer_ranks) > 1:  # split along each part's env axis: the receiver's envs' rows
+            assert len(set(send.splits)) == 1 and send.splits == recv.splits, f"tag {tag}"
             for shape, part in zip(shapes, send.parts, strict=True):
                 if part.axis is not None:
-                    shape[part.axis] = send.splits[0]
+                    assert shape[part.axis] % send.splits[0] == 0, f"tag {tag}: {part.name}"
         assert shapes == [list(p.shape) for p in recv.parts], f"tag {tag}: {send.value}"
         assert [p.dtype for p in send.parts] == [p.dtype for p in recv.parts]
