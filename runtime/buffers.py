@@ -17,6 +17,11 @@ With ``state_shape`` (multi-agent: a centralised critic's global state) the buff
 also stores each step's ``state`` and :meth:`RolloutBuffer.rollout` returns a
 :class:`StateRollout`: :class:`Rollout`'s fields with ``states`` last. Without it
 nothing changes: a :class:`Rollout` of exactly eight fields.
+
+With ``memory=(policy_size, value_size)`` (recurrent networks, runtime/recurrent.py) each
+insert also takes ``first`` (the row's observation begins an episode) and the states the
+policy and the value read at the step (zero-width for a side that is not recurrent), and
+:meth:`RolloutBuffer.memory` returns them as a :class:`Memory`.
 """
 
 from __future__ import annotations
@@ -54,6 +59,15 @@ class StateRollout(NamedTuple):
     states: np.ndarray
 
 
+class Memory(NamedTuple):
+    """What recurrent networks read at each step of a rollout: ``first [T, B]`` (float32
+    0/1) and the states ``[T, B, size]`` the policy and the value started the step from."""
+
+    first: np.ndarray
+    policy_states: np.ndarray
+    value_states: np.ndarray
+
+
 class RolloutBuffer:
     """Holds one rollout of ``length`` steps for ``num_envs`` environments.
 
@@ -71,6 +85,7 @@ class RolloutBuffer:
         action_dtype: type[np.generic] = np.int32,
         state_shape: tuple[int, ...] | None = None,
         obs_dtype: type[np.generic] = np.float32,
+        memory: tuple[int, int] | None = None,
     ) -> None:
         if length < 1 or num_envs < 1:
             raise ValueError("length and num_envs must be >= 1")
@@ -91,6 +106,10 @@ class RolloutBuffer:
         self._data: Rollout | StateRollout = (
             data if self.state_shape is None else StateRollout(*data, np.zeros(tb + self.state_shape, np.float32))
         )
+        self._memory = None
+        if memory is not None:
+            sizes = tuple(int(n) for n in memory)
+            self._memory = Memory(np.zeros(tb, np.float32), *(np.zeros((*tb, n), np.float32) for n in sizes))
         self._prev_done = np.zeros(self.num_envs, bool)
         self.pos = 0
 
@@ -108,12 +127,18 @@ class RolloutBuffer:
         logp: np.ndarray,
         value: np.ndarray,
         state: np.ndarray | None = None,
+        memory: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Store one step of every env (``obs`` is the observation the action was taken in;
-        ``state``, required exactly when the buffer has a ``state_shape``, the global state then)."""
+        ``state``, required exactly when the buffer has a ``state_shape``, the global state then;
+        ``memory``, required exactly when it stores one, ``(first, policy_state, value_state)``)."""
         if (state is None) != (self.state_shape is None):
             raise ValueError(
                 "this buffer stores no state" if state is not None else "this buffer stores states: pass state"
+            )
+        if (memory is None) != (self._memory is None):
+            raise ValueError(
+                "this buffer stores no memory" if memory is not None else "this buffer stores memory: pass memory"
             )
         if self.pos == self.length:
             self.pos = 0
@@ -128,6 +153,9 @@ class RolloutBuffer:
         d.values[t] = value
         if state is not None:
             d.states[t] = state  # type: ignore[union-attr]
+        if memory is not None:
+            for stored, x in zip(self._memory, memory, strict=True):  # type: ignore[arg-type]
+                stored[t] = x
         self._prev_done = np.logical_or(terminated, truncated)
         self.pos = t + 1
 
@@ -136,3 +164,10 @@ class RolloutBuffer:
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.length} steps")
         return self._data
+
+    def memory(self) -> Memory:
+        """The stored :class:`Memory` (views, as :meth:`rollout`'s) of a buffer built with one."""
+        if self._memory is None:
+            raise RuntimeError("this buffer stores no memory (build it with memory=(policy_size, value_size))")
+        self.rollout()  # full, or it says how far
+        return self._memory

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from .distributions import Categorical, DiagGaussian, Distribution
+from .recurrent import is_recurrent
 from .tfutil import numpy_caller
 
 
@@ -138,9 +139,35 @@ class Policy(tf.Module):
 
     def act(self, obs: tf.Tensor, deterministic: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
         """Return ``(action, log_prob)``; ``deterministic`` takes the mode (trace-time flag)."""
-        dist = self.distribution(obs)
+        return self._act(self.distribution(obs), deterministic)
+
+    def _act(self, dist: Distribution, deterministic: bool) -> tuple[tf.Tensor, tf.Tensor]:
         action = dist.mode() if deterministic else dist.sample(self.generator)
         return action, dist.log_prob(action)
+
+    # A policy over a recurrent network (runtime/recurrent.py) carries a state per row.
+
+    @property
+    def recurrent(self) -> bool:
+        return is_recurrent(self.network)
+
+    def initial_state(self, rows: int | tf.Tensor) -> tf.Tensor:
+        """Zeros ``[rows, state_size]``: the state before the first step."""
+        return self.network.initial_state(rows)
+
+    def act_recurrent(
+        self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor, deterministic: bool = False
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """``(action, log_prob, next_state)``: one step from ``state``, zeros where ``first``
+        (the row's observation begins an episode)."""
+        out, state = self.network.step(obs, state, first)
+        return (*self._act(self.distribution_from(out), deterministic), state)
+
+    def distribution_seq(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor) -> Distribution:
+        """The distribution at every step of ``S`` sequences of ``L`` steps (``obs [L, S, ...]``
+        from the states ``[S, size]`` before their first step), flattened to ``L*S`` rows."""
+        out, _ = self.network.unroll(obs, state, first)
+        return self.distribution_from(tf.reshape(out, [-1, out.shape[-1]]))
 
 
 class GroupPolicies(tf.Module):
@@ -194,6 +221,25 @@ class Value(tf.Module):
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
         return self.value(obs)
+
+    # A value over a recurrent network carries a state per row, as :class:`Policy`'s.
+
+    @property
+    def recurrent(self) -> bool:
+        return is_recurrent(self.network)
+
+    def initial_state(self, rows: int | tf.Tensor) -> tf.Tensor:
+        return self.network.initial_state(rows)
+
+    def value_recurrent(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(value, next_state)`` of one step (see :meth:`Policy.act_recurrent`)."""
+        out, state = self.network.step(obs, state, first)
+        return self.value_from(out), state
+
+    def value_seq(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor) -> tf.Tensor:
+        """The values ``[L*S]`` of ``S`` sequences of ``L`` steps (see :meth:`Policy.distribution_seq`)."""
+        out, _ = self.network.unroll(obs, state, first)
+        return self.value_from(tf.reshape(out, [-1, out.shape[-1]]))
 
 
 def distribution_and_value(policy: Policy, value: Value, obs: tf.Tensor) -> tuple[Distribution, tf.Tensor]:

@@ -24,6 +24,10 @@ the learner sees a single-agent rollout of ``[T, B*N]`` rows. Beyond PPO:
   agent (see :class:`~rlgen.algorithms.ppo.learner.PPOLearner`).
 * ``time_limit: terminal`` treats truncation as termination (no bootstrap from the final
   observation), the reference's behaviour; ``bootstrap`` is PPO's.
+* Recurrent networks (runtime/recurrent.py; the reference's ``rmappo``): the update also
+  takes the rollout's :class:`~rlgen.runtime.buffers.Memory` and trains on chunks of ``chunk``
+  steps (:mod:`rlgen.runtime.sequences`), each unrolled from the state stored while acting
+  (no burn-in, as the reference), minibatches of whole chunks.
 
 The metrics vector is PPO's (``grad_norm``: of all gradients together, before clipping).
 """
@@ -48,50 +52,12 @@ from rlgen.algorithms.ppo.learner import (
     gae,
     vtrace,
 )
-from rlgen.runtime.buffers import Rollout, RolloutBuffer, StateRollout
+from rlgen.runtime.buffers import Memory, Rollout, RolloutBuffer, StateRollout
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value, distribution_and_value
+from rlgen.runtime.sequences import chunks, sequence_minibatches, sequence_starts, to_sequences
 from rlgen.runtime.tfutil import flat_caller, to_tensor
-
-
-class ValueNorm(tf.Module):
-    """Running mean and variance of value targets (the reference MAPPO's ``ValueNorm``,
-    scalar, ``per_element_update=False``): exponential averages of the batch mean and of
-    the batch mean square with decay ``beta``, debiased by the average of ones, the
-    variance floored at 0.01."""
-
-    def __init__(self, beta: float = 0.99999, epsilon: float = 1e-5, name: str | None = "value_norm") -> None:
-        super().__init__(name=name)
-        self.beta, self.epsilon = float(beta), float(epsilon)
-        self.running_mean = tf.Variable(0.0, trainable=False, name="running_mean")
-        self.running_mean_sq = tf.Variable(0.0, trainable=False, name="running_mean_sq")
-        self.debiasing_term = tf.Variable(0.0, trainable=False, name="debiasing_term")
-
-    def mean_var(self) -> tuple[tf.Tensor, tf.Tensor]:
-        debias = tf.maximum(self.debiasing_term, self.epsilon)
-        mean = self.running_mean / debias
-        var = tf.maximum(self.running_mean_sq / debias - tf.square(mean), 1e-2)
-        return mean, var
-
-    def update(self, x: tf.Tensor, weights: tf.Tensor | None = None) -> None:
-        """Fold in a batch ``x`` (rows with ``weights`` 0 left out)."""
-        x = tf.reshape(tf.cast(x, tf.float32), [-1])
-        w = tf.ones_like(x) if weights is None else tf.reshape(tf.cast(weights, tf.float32), [-1])
-        count = tf.maximum(tf.reduce_sum(w), 1.0)
-        batch_mean = tf.reduce_sum(w * x) / count
-        batch_sq_mean = tf.reduce_sum(w * tf.square(x)) / count
-        b = self.beta
-        self.running_mean.assign(self.running_mean * b + batch_mean * (1.0 - b))
-        self.running_mean_sq.assign(self.running_mean_sq * b + batch_sq_mean * (1.0 - b))
-        self.debiasing_term.assign(self.debiasing_term * b + (1.0 - b))
-
-    def normalize(self, x: tf.Tensor) -> tf.Tensor:
-        mean, var = self.mean_var()
-        return (x - mean) / tf.sqrt(var)
-
-    def denormalize(self, x: tf.Tensor) -> tf.Tensor:
-        mean, var = self.mean_var()
-        return x * tf.sqrt(var) + mean
+from rlgen.runtime.valuenorm import ValueNorm
 
 
 def value_loss(
@@ -154,14 +120,25 @@ class MAPPOLearner(tf.Module):
         state_shape: Sequence[int] | None = None,
         agent_block: int = 1,
         obs_dtype: tf.DType | str = tf.float32,
+        chunk: int = 10,
     ) -> None:
         super().__init__(name=name)
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         n = self.num_steps * self.num_envs
-        if config.minibatch is None:
+        whole = config.minibatch is None
+        if whole:
             config = dataclasses.replace(config, minibatch=n)
         if config.time_limit not in ("bootstrap", "terminal"):
             raise ValueError(f"time_limit must be bootstrap or terminal, got {config.time_limit!r}")
+        self.recurrent = policy.recurrent or value.recurrent
+        self.chunk = int(chunk)
+        self.memory_sizes = None
+        if self.recurrent:
+            self.memory_sizes = tuple(c.network.state_size if c.recurrent else 0 for c in (policy, value))
+            self.sequences = chunks(self.num_steps, self.chunk) * self.num_envs
+            self.sequences_per_minibatch = _sequences_per_minibatch(
+                self.chunk, None if whole else config.minibatch, self.sequences, config.correction, agent_block
+            )
         self.policy, self.value, self.config = policy, value, config
         self.agent_block = check_agent_block(agent_block, n, config.minibatch)
         self.obs_shape = tuple(int(d) for d in obs_shape)
@@ -188,7 +165,9 @@ class MAPPOLearner(tf.Module):
         self._reduce = reduce_gradients
         self.minibatch = min(int(config.minibatch), n)
         self.minibatches_per_epoch = -(-n // self.minibatch)
-        self.update_fn = compile_update(self, reduce_gradients, self.state_shape)
+        if self.recurrent:
+            self.minibatches_per_epoch = -(-self.sequences // self.sequences_per_minibatch)
+        self.update_fn = compile_update(self, reduce_gradients, self.state_shape, self.memory_sizes)
         self._call = flat_caller(self.update_fn)
 
     def replicated_variables(self) -> list[tf.Variable]:
@@ -207,10 +186,18 @@ class MAPPOLearner(tf.Module):
         last_obs: np.ndarray,
         last_state: np.ndarray | None = None,
         progress: float = 0.0,
+        memory: Memory | None = None,
+        last_memory: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> dict[str, float]:
         """Learn from a full rollout (with ``states`` when the learner has a state shape);
-        ``last_obs[B, ...]`` and ``last_state[B, ...]`` follow its last step. Returns the
-        mean metrics over all gradient steps and rollout statistics, as PPO's."""
+        ``last_obs[B, ...]`` and ``last_state[B, ...]`` follow its last step. A recurrent
+        learner also takes the rollout's ``memory`` (a buffer's own when not given) and
+        ``last_memory = (first, value_state)`` after the last step. Returns the mean metrics
+        over all gradient steps and rollout statistics, as PPO's."""
+        if self.recurrent and memory is None and isinstance(rollout, RolloutBuffer):
+            memory = rollout.memory()
+        if self.recurrent != (memory is not None) or self.recurrent != (last_memory is not None):
+            raise ValueError("a recurrent learner needs memory and last_memory; one that is not, neither")
         data = rollout.rollout() if isinstance(rollout, RolloutBuffer) else rollout
         has_state = self.state_shape is not None
         if has_state != isinstance(data, StateRollout) or has_state != (last_state is not None):
@@ -221,20 +208,24 @@ class MAPPOLearner(tf.Module):
         if (data.obs.shape, np.shape(last_obs)) != want:
             raise ValueError(f"obs and last_obs shapes {data.obs.shape}, {np.shape(last_obs)}; expected {want}")
         args = [tf.constant(x) for x in data]
+        args += [] if memory is None else [to_tensor(x) for x in memory]
         args.append(to_tensor(last_obs, self.obs_dtype))
         if last_state is not None:
             args.append(to_tensor(last_state))
+        args += [] if last_memory is None else [to_tensor(x) for x in last_memory]
         args.append(tf.constant(progress, tf.float32))
         (out,) = self._call(*args)
         return dict(zip(METRICS, out.numpy().tolist(), strict=True))
 
     def _update(self, *args: tf.Tensor) -> tf.Tensor:
         obs, actions, rewards, terminated, truncated, valid, logp, values = args[:8]
-        if self.state_shape is not None:
-            states, last_obs, last_state, progress = args[8:]
-        else:
-            last_obs, progress = args[8:]
-            states, last_state = obs, last_obs
+        rest, has_state = list(args[8:]), self.state_shape is not None
+        states = rest.pop(0) if has_state else obs
+        memory = [rest.pop(0) for _ in range(3)] if self.recurrent else None
+        last_obs = rest.pop(0)
+        last_state = rest.pop(0) if has_state else last_obs
+        last_first, last_value_state = (rest.pop(0), rest.pop(0)) if self.recurrent else (None, None)
+        (progress,) = rest
         cfg = self.config
         n = self.num_steps * self.num_envs
 
@@ -254,7 +245,10 @@ class MAPPOLearner(tf.Module):
             values = tf.reshape(values, shape)
             target_logp = tf.reshape(dist.log_prob(flat(actions)), shape)
             log_rhos = (target_logp - logp) * valid  # reset rows carry no action
-        raw_last = self.value.value(last_state)
+        if self.value.recurrent:
+            raw_last, _ = self.value.value_recurrent(last_state, last_value_state, last_first)
+        else:
+            raw_last = self.value.value(last_state)
         values_d = denormalize(values)
         next_values = tf.concat([values_d[1:], denormalize(raw_last)[None]], axis=0)
         if cfg.correction == "vtrace":
@@ -279,15 +273,20 @@ class MAPPOLearner(tf.Module):
         else:
             targets = returns
 
-        batch = [flat(x) for x in (obs, states, actions, logp, values, advantages, targets, valid)]
         lr, clip, critic_lr = self._lr(progress), self._clip(progress), self._critic_lr(progress)
         steps = cfg.epochs * self.minibatches_per_epoch
-        if self.minibatches_per_epoch == 1:  # whole-batch steps: shuffling changes nothing
+        if self.recurrent:
+            step = _sequence_steps(
+                self, (obs, states, actions, logp, values, advantages, targets, valid), memory, lr, critic_lr, clip
+            )
+        elif self.minibatches_per_epoch == 1:  # whole-batch steps: shuffling changes nothing
+            batch = [flat(x) for x in (obs, states, actions, logp, values, advantages, targets, valid)]
 
             def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
                 return k + 1, totals + self._train_step(batch, tf.ones([n]), lr, critic_lr, clip)
 
         else:
+            batch = [flat(x) for x in (obs, states, actions, logp, values, advantages, targets, valid)]
             index, pad_weight = self._minibatch_indices(n)
 
             def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -320,11 +319,18 @@ class MAPPOLearner(tf.Module):
         lr: tf.Tensor,
         critic_lr: tf.Tensor,
         clip: tf.Tensor,
+        forward: Any = None,
     ) -> tf.Tensor:
         """One gradient step of the policy and one of the value function; returns
-        ``[*STEP_METRICS, loss]`` of this minibatch."""
+        ``[*STEP_METRICS, loss]`` of this minibatch. ``forward()`` gives the distribution and
+        values at its rows (by default at its ``obs`` and ``states``)."""
         cfg = self.config
         obs, states, actions, old_logp, old_values, advantages, targets, valid = minibatch
+        if forward is None:
+
+            def forward() -> tuple[Any, tf.Tensor]:
+                return self._distribution_and_value(obs, states)
+
         w = valid * pad_weight
         n = tf.maximum(tf.reduce_sum(w), 1.0)
         if cfg.normalize_advantage:
@@ -332,7 +338,7 @@ class MAPPOLearner(tf.Module):
             var = tf.reduce_sum(w * tf.square(advantages - mean)) / tf.maximum(n - 1.0, 1.0)
             advantages = (advantages - mean) / (tf.sqrt(var) + 1e-8)
         with tf.GradientTape(persistent=self.separate) as tape:
-            dist, values = self._distribution_and_value(obs, states)
+            dist, values = forward()
             log_ratio = dist.log_prob(actions) - old_logp
             ratio = tf.exp(log_ratio)
             surrogate = tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
@@ -368,6 +374,58 @@ class MAPPOLearner(tf.Module):
         clipped = tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)
         clip_fraction = _masked_mean(clipped, w, n)
         return tf.stack([policy_loss, v_loss, entropy, approx_kl, clip_fraction, grad_norm, loss])
+
+
+def _sequence_steps(
+    learner: MAPPOLearner, batch: tuple, memory: list, lr: tf.Tensor, critic_lr: tf.Tensor, clip: tf.Tensor
+) -> Any:
+    """A recurrent learner's training-loop step over chunks: each minibatch of whole sequences is unrolled
+    from its stored states, then trained on as ``L*S`` rows (padding rows weigh 0)."""
+    first, policy_states, value_states = memory
+    seqs = [to_sequences(x, learner.chunk) for x in (*batch, first)]
+    starts = [sequence_starts(x, learner.chunk) for x in (policy_states, value_states)]
+    whole = learner.minibatches_per_epoch == 1
+    if not whole:
+        index, pad_weight = sequence_minibatches(
+            learner.generator, learner.config.epochs, learner.sequences, learner.sequences_per_minibatch
+        )
+
+    def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if whole:
+            mb, h0, weight = seqs, starts, tf.ones([learner.sequences])
+        else:
+            mb = [tf.gather(x, index[k], axis=1) for x in seqs]
+            h0, weight = [tf.gather(x, index[k]) for x in starts], pad_weight[k]
+        obs, states, *rows, first_s = mb
+        rows = [tf.reshape(x, [-1, *x.shape[2:]]) for x in rows]  # actions .. valid, L*S rows
+        weight = tf.reshape(tf.broadcast_to(weight[None], tf.shape(first_s)), [-1])
+        rows_obs = (tf.reshape(obs, [-1, *obs.shape[2:]]), tf.reshape(states, [-1, *states.shape[2:]]))
+
+        def forward() -> tuple[Any, tf.Tensor]:
+            if learner.policy.recurrent:
+                dist = learner.policy.distribution_seq(obs, h0[0], first_s)
+            else:
+                dist = learner.policy.distribution(rows_obs[0])
+            if learner.value.recurrent:
+                return dist, learner.value.value_seq(states, h0[1], first_s)
+            return dist, learner.value.value(rows_obs[1])
+
+        return k + 1, totals + learner._train_step([None, None, *rows], weight, lr, critic_lr, clip, forward)
+
+    return step
+
+
+def _sequences_per_minibatch(chunk: int, minibatch: int | None, sequences: int, correction: Any, block: int) -> int:
+    """Chunks per minibatch: all (``minibatch`` null) or ``minibatch / chunk``."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be at least one step, got {chunk}")
+    if correction == "vtrace" or block != 1:
+        raise ValueError("recurrent networks train without vtrace and with one network for all agents (for now)")
+    if minibatch is None:
+        return sequences
+    if minibatch % chunk:
+        raise ValueError(f"minibatch {minibatch} is not a whole number of chunks of {chunk} steps")
+    return min(minibatch // chunk, sequences)
 
 
 __all__ = ["MAPPOConfig", "MAPPOLearner", "ValueNorm", "bootstrap_ends", "value_loss"]

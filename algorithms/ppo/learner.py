@@ -122,26 +122,36 @@ def check_agent_block(agent_block: int, rows: int, minibatch: int | None) -> int
     return k
 
 
-def update_signature(learner: tf.Module, state_shape: Sequence[int] | None = None) -> list[tf.TensorSpec]:
+def update_signature(
+    learner: tf.Module, state_shape: Sequence[int] | None = None, memory: tuple[int, int] | None = None
+) -> list[tf.TensorSpec]:
     """The compiled update's inputs: the rollout's fields ``[T, B, ...]`` (then its ``states``,
-    for a centralised critic), the last observation (then the last state) and the progress."""
+    for a centralised critic; then, with ``memory=(policy_size, value_size)``, recurrent
+    networks' ``first`` and the states they read), the last observation (then the last state;
+    then the last ``first`` and the value's state after the last step) and the progress."""
     t, b, obs, dtype = learner.num_steps, learner.num_envs, learner.obs_shape, learner.obs_dtype
     act = learner.policy.action_spec
     tb = tf.TensorSpec([t, b], tf.float32)
     state = [] if state_shape is None else [tuple(state_shape)]
+    sizes = [] if memory is None else [tuple(int(n) for n in memory)]
     return [
         tf.TensorSpec([t, b, *obs], dtype),
         tf.TensorSpec([t, b] if act.discrete else [t, b, *act.shape], act.dtype),
         *([tb] * 6),  # rewards, terminated, truncated, valid, logp, values
         *(tf.TensorSpec([t, b, *s], tf.float32) for s in state),  # states
+        *(x for p, v in sizes for x in (tb, tf.TensorSpec([t, b, p]), tf.TensorSpec([t, b, v]))),  # memory
         tf.TensorSpec([b, *obs], dtype),
         *(tf.TensorSpec([b, *s], tf.float32) for s in state),  # last_state
+        *(x for _, v in sizes for x in (tf.TensorSpec([b]), tf.TensorSpec([b, v]))),  # last first, value state
         tf.TensorSpec([], tf.float32),
     ]
 
 
 def compile_update(
-    learner: tf.Module, reduce_gradients: GradientReducer | None, state_shape: Sequence[int] | None = None
+    learner: tf.Module,
+    reduce_gradients: GradientReducer | None,
+    state_shape: Sequence[int] | None = None,
+    memory: tuple[int, int] | None = None,
 ) -> Callable:
     """``learner._update`` as one compiled function of :func:`update_signature`'s inputs: with
     XLA unless the config says otherwise, gradients are reduced (Horovod's ops have no XLA
@@ -149,7 +159,7 @@ def compile_update(
     jit = learner.config.jit_compile
     if jit is None:
         jit = reduce_gradients is None and not has_convolutions(learner)
-    signature = update_signature(learner, state_shape)
+    signature = update_signature(learner, state_shape, memory)
     return tf.function(learner._update, input_signature=signature, jit_compile=jit, autograph=False)
 
 
