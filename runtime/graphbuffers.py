@@ -14,6 +14,9 @@ is carried from one rollout to the next in :attr:`GraphRolloutBuffer.prev_done`.
 
 With ``state_shape`` the rows also hold each step's ``state`` and :meth:`end` gives a
 :class:`~rlgen.runtime.buffers.StateRollout` (``states`` last), as the NumPy buffer does.
+With ``memory=(policy_size, value_size)`` (recurrent networks) each insert also takes
+``(first, policy_state, value_state)`` and :meth:`memory` gives them as a
+:class:`~rlgen.runtime.buffers.Memory` of ``[T, B, ...]`` tensors.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from .buffers import Rollout, StateRollout
+from .buffers import Memory, Rollout, StateRollout
 
 _FLOAT_FIELDS = ("rewards", "terminated", "truncated", "valid", "logp", "values")
 
@@ -48,6 +51,7 @@ class GraphRolloutBuffer(tf.Module):
         action_dtype: tf.DType | str = tf.int32,
         name: str | None = None,
         state_shape: Sequence[int] | None = None,
+        memory: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(name=name)
         if length < 1 or num_envs < 1:
@@ -64,6 +68,12 @@ class GraphRolloutBuffer(tf.Module):
         if self.state_shape is not None:
             self._shapes["states"] = ([b, *self.state_shape], tf.float32)
             self._fields = StateRollout._fields
+        self.memory_sizes = None if memory is None else tuple(int(n) for n in memory)
+        if self.memory_sizes is not None:
+            self._shapes["first"] = ([b], tf.float32)
+            self._shapes["policy_states"] = ([b, self.memory_sizes[0]], tf.float32)
+            self._shapes["value_states"] = ([b, self.memory_sizes[1]], tf.float32)
+            self._fields = (*self._fields, *Memory._fields)
         self.prev_done = tf.Variable(tf.zeros([b], tf.bool), trainable=False, name="prev_done")
 
     def begin(self) -> Rows:
@@ -86,12 +96,18 @@ class GraphRolloutBuffer(tf.Module):
         logp: tf.Tensor | float = 0.0,
         value: tf.Tensor | float = 0.0,
         state: tf.Tensor | None = None,
+        memory: tuple[tf.Tensor, tf.Tensor, tf.Tensor] | None = None,
     ) -> Rows:
         """Rows with step ``t`` of every env written (``obs``: the observation acted on;
-        ``state``: the global state, required exactly when the buffer has a ``state_shape``)."""
+        ``state``: the global state, required exactly when the buffer has a ``state_shape``;
+        ``memory``: ``(first, policy_state, value_state)``, exactly when it stores memory)."""
         if (state is None) != (self.state_shape is None):
             raise ValueError(
                 "this buffer stores no state" if state is not None else "this buffer stores states: pass state"
+            )
+        if (memory is None) != (self.memory_sizes is None):
+            raise ValueError(
+                "this buffer stores no memory" if memory is not None else "this buffer stores memory: pass memory"
             )
         b = self.num_envs
         terminated, truncated = tf.cast(terminated, tf.bool), tf.cast(truncated, tf.bool)
@@ -106,6 +122,7 @@ class GraphRolloutBuffer(tf.Module):
             values=tf.broadcast_to(tf.cast(value, tf.float32), [b]),
         )
         parts = tuple(row) if state is None else (*row, tf.cast(state, tf.float32))
+        parts += () if memory is None else tuple(tf.cast(x, tf.float32) for x in memory)
         arrays = tuple(a.write(t, x) for a, x in zip(rows.arrays, parts, strict=True))
         return Rows(arrays, tf.logical_or(terminated, truncated))
 
@@ -113,7 +130,13 @@ class GraphRolloutBuffer(tf.Module):
         """The written rollout as ``[T, B, ...]`` tensors; remembers the last row's episode ends."""
         self.prev_done.assign(rows.prev_done)
         kind = Rollout if self.state_shape is None else StateRollout
-        return kind(*(a.stack() for a in rows.arrays))
+        return kind(*(a.stack() for a in rows.arrays[: len(kind._fields)]))
+
+    def memory(self, rows: Rows) -> Memory:
+        """The written memory (a buffer built with ``memory``) as ``[T, B, ...]`` tensors."""
+        if self.memory_sizes is None:
+            raise RuntimeError("this buffer stores no memory (build it with memory=(policy_size, value_size))")
+        return Memory(*(a.stack() for a in rows.arrays[-3:]))
 
 
 __all__ = ["GraphRolloutBuffer", "Rows"]

@@ -134,3 +134,25 @@ def test_a_recurrent_learner_refuses_what_it_cannot_train():
 
     with pytest.raises(ValueError, match="needs memory"):
         learner.update(StateRollout(*data), last_obs, last_state)
+
+
+def test_the_graph_buffer_stores_memory_as_the_numpy_buffer_does():
+    from rlgen.runtime.graphbuffers import GraphRolloutBuffer
+
+    rng = np.random.default_rng(9)
+    host = RolloutBuffer(4, 3, (2,), memory=(5, 0))
+    graph = GraphRolloutBuffer(4, 3, (2,), memory=(5, 0))
+    rows = graph.begin()
+    for t in range(4):
+        f32 = np.float32
+        row = (rng.standard_normal((3, 2)).astype(f32), rng.integers(0, 2, 3).astype(np.int32),
+               rng.random(3).astype(f32), rng.random(3) < 0.3, rng.random(3) < 0.2, rng.random(3).astype(f32),
+               rng.random(3).astype(f32))  # fmt: skip
+        memory = (rng.random(3) < 0.5, rng.standard_normal((3, 5)).astype(f32), np.zeros((3, 0), f32))
+        host.insert(*row, memory=memory)
+        rows = graph.insert(rows, t, *(tf.constant(x) for x in row), memory=tuple(tf.constant(x) for x in memory))
+    for x, y in zip((*host.rollout(), *host.memory()), (*graph.end(rows), *graph.memory(rows)), strict=True):
+        np.testing.assert_allclose(x, y.numpy(), atol=1e-6)
+    assert graph.memory(rows).policy_states.shape == (4, 3, 5)
+    with pytest.raises(ValueError, match="pass memory"):
+        graph.insert(graph.begin(), 0, *(tf.constant(x) for x in row))
