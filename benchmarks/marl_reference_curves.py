@@ -15,7 +15,7 @@ For every curve and seed it prints the mean of the points in a window of 64k ste
 "late mean"); then the mean over seeds. With ``--plot FILE`` it draws every seed thin and the
 mean over seeds thick (matplotlib, the ``plot`` extra).
 
-    python benchmarks/marl_reference_curves.py --rlgen DIR[,DIR...] \\
+    python benchmarks/marl_reference_curves.py --rlgen DIR[,DIR...] [--rlgen 'LABEL=DIR,...'] \\
         --reference 'rmappo (GRU)=seed1.log,seed2.log' --reference 'mappo (MLP)=seed1.log' \\
         [--steps 2000000] [--plot docs/img/marl-reference-2m.png]
 """
@@ -45,14 +45,20 @@ def window_mean(curve: list[tuple[int, float]], end: int, width: int) -> float |
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rlgen", required=True, help="rlgen run directories, comma-separated (one per seed)")
+    ap.add_argument(
+        "--rlgen",
+        action="append",
+        required=True,
+        help="[LABEL=]DIR[,DIR...]: rlgen run directories (one per seed; label 'MAPPO (MLP)' unless given)",
+    )
     ap.add_argument("--reference", action="append", default=[], help="LABEL=LOG[,LOG...] (one log per seed)")
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args()
-    curves: dict[str, list[tuple[str, list[tuple[int, float]]]]] = {
-        "rlgen MAPPO (MLP)": [(Path(d).name, rlgen_curve(Path(d))) for d in args.rlgen.split(",")]
-    }
+    curves: dict[str, list[tuple[str, list[tuple[int, float]]]]] = {}
+    for item in args.rlgen:
+        label, dirs = item.split("=", 1) if "=" in item else ("MAPPO (MLP)", item)
+        curves[f"rlgen {label}"] = [(Path(d).name, rlgen_curve(Path(d))) for d in dirs.split(",")]
     for item in args.reference:
         label, logs = item.split("=", 1)
         curves[f"reference {label}"] = [(Path(log).name, reference_curve(Path(log))) for log in logs.split(",")]
@@ -87,7 +93,9 @@ def plot(curves: dict, path: Path, steps: int) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for (label, runs), color in zip(curves.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False):
+    for (label, runs), color in zip(
+        curves.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"), strict=False
+    ):
         for k, (_, curve) in enumerate(runs):
             xs, ys = zip(*curve, strict=True) if curve else ((), ())
             ax.plot(xs, ys, color=color, lw=0.6, alpha=0.45, label=label if k == 0 else None)
