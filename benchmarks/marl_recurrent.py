@@ -2,7 +2,7 @@
 rlgen's runtime from Python: what the language will generate once it expresses recurrent
 networks (issue 31), measured before it does.
 
-    .venv/bin/python benchmarks/marl_recurrent.py --seed 1 --steps 2000000 --out runs/rmappo/seed-1
+    .venv/bin/python benchmarks/marl_recurrent.py --seed 1 --steps 2080000 --rollout 26 --out runs/rmappo/seed-1
 
 The env is rlgen's in-graph simple_spread with the reference's reward and landmark placement
 (``reward: reference``, ``physics: mpe``, ``local_ratio: 0``; 3 agents, 25-step episodes, the
@@ -13,9 +13,18 @@ each agent's observation, the critic the 54 concatenated ones. MAPPO's settings 
 example's (the reference's), trained on chunks of 10 steps from the states stored while acting.
 
 A whole iteration (25 steps of acting, stepping and storing, then the update) is one compiled
-graph, as ``single`` compiles the example. ``OUT/metrics.jsonl`` gets a row per iteration in the
-format of an rlgen run's (``env_steps``, ``mean_return``: the mean of the last 100 episodes'
-per-agent mean return, which under ``reward: reference`` is the team reward), so that
+graph, as ``single`` compiles the example.
+
+``--rollout`` is the rollout's length in rows. rlgen's envs spend one row after each episode's
+end on the reset (gymnasium's NEXT_STEP autoreset: the action of that row is ignored), so a
+25-step episode takes 26 rows. With ``--rollout 26`` every rollout is one whole episode and its
+reset row, as every 25-step rollout of the reference is one episode (its envs reset within the
+last step): no return is cut by the rollout's end and every rollout starts from zero states.
+With 25 (the MLP example's length) the cut moves by a row each iteration.
+
+``OUT/metrics.jsonl`` gets a row per iteration in the format of an rlgen run's (``env_steps``
+counting reset rows, as rlgen does; ``mean_return``: the mean of the last 100 episodes' per-agent
+mean return, which under ``reward: reference`` is the team reward), so that
 ``benchmarks/marl_reference_curves.py --rlgen OUT`` compares it with the reference trainer's logs.
 """
 
@@ -40,7 +49,7 @@ from rlgen.runtime.mpe.agent_env import make_tf_agent_env  # noqa: E402
 from rlgen.runtime.policies import ActionSpec, Policy, Value  # noqa: E402
 from rlgen.runtime.recurrent import RecurrentMLP  # noqa: E402
 
-COPIES, AGENTS, STEPS, SIZE = 128, 3, 25, 64
+COPIES, AGENTS, SIZE = 128, 3, 64
 ROWS = COPIES * AGENTS
 ENV_KWARGS = {
     "N": 3,
@@ -53,19 +62,21 @@ ENV_KWARGS = {
 
 
 class Agent(tf.Module):
-    def __init__(self, seed: int, chunk: int) -> None:
+    def __init__(self, seed: int, chunk: int, steps: int) -> None:
         super().__init__(name="agent")
+        self.steps = steps
         stream = replica_seed(seed, 0)
         self.env = make_tf_agent_env("mpe2.simple_spread_v3", COPIES, env_seed(seed, 0), ENV_KWARGS, "concat", 3200)
         net = {"hidden": [64, 64], "size": SIZE, "activation": "tanh", "layer_norm": True}
-        self.actor = Policy(RecurrentMLP((18,), output_size=5, output_gain=0.01, seed=seed + 1, **net), ActionSpec(n=5))
+        pi = RecurrentMLP((18,), output_size=5, output_gain=0.01, seed=seed + 1, **net)
+        self.actor = Policy(pi, ActionSpec(n=5), seed=stream + 100)  # the run's own sampling stream
         self.critic = Value(RecurrentMLP((54,), output_size=1, seed=seed + 2, **net))
-        self.buffer = GraphRolloutBuffer(STEPS, ROWS, (18,), (), tf.int32, state_shape=(54,))
+        self.buffer = GraphRolloutBuffer(steps, ROWS, (18,), (), tf.int32, state_shape=(54,))
         self.learner = MAPPOLearner(
             self.actor,
             self.critic,
             MAPPOConfig(time_limit="terminal"),
-            STEPS,
+            steps,
             ROWS,
             (18,),
             seed=stream + 103,
@@ -92,7 +103,9 @@ class Agent(tf.Module):
     def iteration(self, progress: tf.Tensor) -> tf.Tensor:
         c = {k: v.read_value() for k, v in self.carried.items()}
         rows = self.buffer.begin()
-        memory = [tf.TensorArray(tf.float32, size=STEPS, element_shape=s) for s in ([ROWS], [ROWS, SIZE], [ROWS, SIZE])]
+        memory = [
+            tf.TensorArray(tf.float32, size=self.steps, element_shape=s) for s in ([ROWS], [ROWS, SIZE], [ROWS, SIZE])
+        ]
 
         def body(t, obs, state, first, reset_row, h, hv, rows, memory):
             action, logp, next_h = self.actor.act_recurrent(obs, h, first)
@@ -105,7 +118,7 @@ class Agent(tf.Module):
             return t + 1, next_obs, next_state, reset_row, done, next_h, next_hv, rows, memory
 
         loop = (tf.constant(0), c["obs"], c["state"], c["first"], c["reset_row"], c["h"], c["hv"], rows, memory)
-        _, obs, state, first, reset_row, h, hv, rows, memory = tf.while_loop(lambda t, *_: t < STEPS, body, loop)
+        _, obs, state, first, reset_row, h, hv, rows, memory = tf.while_loop(lambda t, *_: t < self.steps, body, loop)
         memory = [a.stack() for a in memory]
         last_first = tf.cast(first, tf.float32)
         metrics = self.learner.update_fn(*self.buffer.end(rows), *memory, obs, state, last_first, hv, progress)
@@ -119,16 +132,17 @@ class Agent(tf.Module):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=2_000_000, help="joint env steps (whole iterations of 3,200)")
+    ap.add_argument("--steps", type=int, default=2_000_000, help="joint env steps, counting reset rows (rlgen's count)")
     ap.add_argument("--chunk", type=int, default=10, help="steps per training chunk (the reference's 10)")
+    ap.add_argument("--rollout", type=int, default=25, help="rows per rollout (26: one episode and its reset row)")
     ap.add_argument("--out", required=True, help="a directory for metrics.jsonl")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tf.random.set_seed(args.seed)
-    agent = Agent(args.seed, args.chunk)
+    agent = Agent(args.seed, args.chunk, args.rollout)
     agent.reset()
-    iterations = args.steps // (STEPS * COPIES)
+    iterations = args.steps // (args.rollout * COPIES)
     window: collections.deque[float] = collections.deque(maxlen=100)
     start = time.perf_counter()
     with (out / "metrics.jsonl").open("w") as f:
@@ -137,7 +151,7 @@ def main() -> None:
             window.extend(r for r, _ in agent.env.drain_episodes())
             row = {
                 "iteration": i + 1,
-                "env_steps": (i + 1) * STEPS * COPIES,
+                "env_steps": (i + 1) * args.rollout * COPIES,
                 "time": round(time.perf_counter() - start, 2),
                 "mean_return": round(sum(window) / len(window), 3) if window else None,
                 **{k: float(v) for k, v in zip(METRICS, metrics, strict=True)},
