@@ -71,7 +71,7 @@ class Agent(tf.Module):
         pi = RecurrentMLP((18,), output_size=5, output_gain=0.01, seed=seed + 1, **net)
         self.actor = Policy(pi, ActionSpec(n=5), seed=stream + 100)  # the run's own sampling stream
         self.critic = Value(RecurrentMLP((54,), output_size=1, seed=seed + 2, **net))
-        self.buffer = GraphRolloutBuffer(steps, ROWS, (18,), (), tf.int32, state_shape=(54,))
+        self.buffer = GraphRolloutBuffer(steps, ROWS, (18,), (), tf.int32, state_shape=(54,), memory=(SIZE, SIZE))
         self.learner = MAPPOLearner(
             self.actor,
             self.critic,
@@ -88,7 +88,6 @@ class Agent(tf.Module):
             "obs": tf.Variable(tf.zeros([ROWS, 18]), trainable=False),
             "state": tf.Variable(tf.zeros([ROWS, 54]), trainable=False),
             "first": tf.Variable(tf.ones([ROWS], tf.bool), trainable=False),  # rows beginning an episode
-            "reset_row": tf.Variable(tf.zeros([ROWS], tf.bool), trainable=False),  # the step after an end
             "h": tf.Variable(zeros, trainable=False),
             "hv": tf.Variable(zeros, trainable=False),
         }
@@ -103,28 +102,25 @@ class Agent(tf.Module):
     def iteration(self, progress: tf.Tensor) -> tf.Tensor:
         c = {k: v.read_value() for k, v in self.carried.items()}
         rows = self.buffer.begin()
-        memory = [
-            tf.TensorArray(tf.float32, size=self.steps, element_shape=s) for s in ([ROWS], [ROWS, SIZE], [ROWS, SIZE])
-        ]
 
-        def body(t, obs, state, first, reset_row, h, hv, rows, memory):
+        def body(t, obs, state, first, h, hv, rows):
             action, logp, next_h = self.actor.act_recurrent(obs, h, first)
             value, next_hv = self.critic.value_recurrent(state, hv, first)
             next_obs, reward, terminated, truncated, next_state = self.env.step(action)
-            rows = self.buffer.insert(rows, t, obs, action, reward, terminated, truncated, logp, value, state)
-            memory = [a.write(t, x) for a, x in zip(memory, (tf.cast(first, tf.float32), h, hv), strict=True)]
-            done = tf.logical_or(tf.cast(terminated, tf.bool), tf.cast(truncated, tf.bool))
-            # a reset row's step begins the next row's episode; the step after an end is a reset row
-            return t + 1, next_obs, next_state, reset_row, done, next_h, next_hv, rows, memory
+            # this row is a reset row (the step after an episode's end) exactly when the buffer's
+            # previous row ended one; the row after a reset row begins an episode
+            next_first = rows.prev_done
+            rows = self.buffer.insert(
+                rows, t, obs, action, reward, terminated, truncated, logp, value, state, (first, h, hv)
+            )
+            return t + 1, next_obs, next_state, next_first, next_h, next_hv, rows
 
-        loop = (tf.constant(0), c["obs"], c["state"], c["first"], c["reset_row"], c["h"], c["hv"], rows, memory)
-        _, obs, state, first, reset_row, h, hv, rows, memory = tf.while_loop(lambda t, *_: t < self.steps, body, loop)
-        memory = [a.stack() for a in memory]
-        last_first = tf.cast(first, tf.float32)
-        metrics = self.learner.update_fn(*self.buffer.end(rows), *memory, obs, state, last_first, hv, progress)
-        for k, v in zip(
-            ("obs", "state", "first", "reset_row", "h", "hv"), (obs, state, first, reset_row, h, hv), strict=True
-        ):
+        loop = (tf.constant(0), c["obs"], c["state"], c["first"], c["h"], c["hv"], rows)
+        _, obs, state, first, h, hv, rows = tf.while_loop(lambda t, *_: t < self.steps, body, loop)
+        memory = self.buffer.memory(rows)
+        rollout = self.buffer.end(rows)
+        metrics = self.learner.update_fn(*rollout, *memory, obs, state, tf.cast(first, tf.float32), hv, progress)
+        for k, v in zip(("obs", "state", "first", "h", "hv"), (obs, state, first, h, hv), strict=True):
             self.carried[k].assign(v)
         return metrics
 

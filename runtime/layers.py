@@ -57,6 +57,28 @@ def he_normal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) 
 
 INITIALIZERS = {"orthogonal": orthogonal, "glorot_uniform": glorot_uniform, "he_normal": he_normal}
 
+
+def check_activation_init(activation: str, init: str) -> None:
+    """Refuse an activation or initialiser the layers do not know."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; one of {sorted(ACTIVATIONS)}")
+    if init not in INITIALIZERS:
+        raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
+
+
+def draw_hidden(sizes: Sequence[int], init: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """The ``[in, out]`` weights of hidden layers of ``sizes`` (input first), in order: gain
+    ``sqrt(2)`` with ``orthogonal`` (as Stable-Baselines3), 1 otherwise."""
+    gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
+    return [INITIALIZERS[init](a, b, gain, rng) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+
+
+def draw_heads(fan_in: int, heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator) -> np.ndarray:
+    """The output heads' weights fused into one ``[fan_in, outputs]`` matrix, each head's
+    column block drawn with its own gain."""
+    return np.concatenate([INITIALIZERS[init](fan_in, n, gain, rng) for n, gain in heads], axis=1)
+
+
 OutputSize = int | Sequence[int]
 OutputGain = float | Sequence[float]
 

@@ -25,6 +25,9 @@ from .layers import (  # noqa: F401 - re-exported: generated code and tests impo
     LayerNorm,
     OutputGain,
     OutputSize,
+    check_activation_init,
+    draw_heads,
+    draw_hidden,
     glorot_uniform,
     he_normal,
     head_slices,
@@ -111,10 +114,7 @@ class MLP(tf.Module):
         agents: int | None = None,
     ) -> None:
         super().__init__(name=name)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; one of {sorted(ACTIVATIONS)}")
-        if init not in INITIALIZERS:
-            raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
+        check_activation_init(activation, init)
         self.input_shape = tuple(int(d) for d in input_shape)
         self.input_size = int(np.prod(self.input_shape, dtype=np.int64))
         heads = output_heads(output_size, output_gain)
@@ -181,11 +181,7 @@ def _draw(
 ) -> list[np.ndarray]:
     """One network's initial weights from ``rng``, in draw order: the hidden layers'
     ``[in, out]`` matrices, then the heads' column blocks fused into one ``[in, outputs]``."""
-    make = INITIALIZERS[init]
-    hidden_gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
-    out = [make(n_in, n_out, hidden_gain, rng) for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)]
-    out.append(np.concatenate([make(sizes[-1], n, gain, rng) for n, gain in heads], axis=1))
-    return out
+    return [*draw_hidden(sizes, init, rng), draw_heads(sizes[-1], heads, init, rng)]
 
 
 def mlp(

@@ -26,12 +26,13 @@ import tensorflow as tf
 
 from .layers import (
     ACTIVATIONS,
-    HIDDEN_GAIN,
-    INITIALIZERS,
     Dense,
     LayerNorm,
     OutputGain,
     OutputSize,
+    check_activation_init,
+    draw_heads,
+    draw_hidden,
     head_slices,
     orthogonal,
     output_heads,
@@ -122,10 +123,7 @@ class RecurrentMLP(tf.Module):
         output_norm: bool = True,
     ) -> None:
         super().__init__(name=name)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; one of {sorted(ACTIVATIONS)}")
-        if init not in INITIALIZERS:
-            raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
+        check_activation_init(activation, init)
         if int(size) < 1:
             raise ValueError(f"a GRU needs at least one unit, got size {size!r}")
         heads = output_heads(output_size, output_gain)
@@ -136,13 +134,10 @@ class RecurrentMLP(tf.Module):
         self.input_size = int(np.prod(self.input_shape, dtype=np.int64))
         self._activation = ACTIVATIONS[activation]
         rng = np.random.default_rng(seed)
-        make = INITIALIZERS[init]
-        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
         sizes = [self.input_size, *(int(h) for h in hidden)]
-        pairs = zip(sizes[:-1], sizes[1:], strict=True)
-        self.hidden = [Dense(make(a, b, gain, rng), name=f"hidden_{i}") for i, (a, b) in enumerate(pairs)]
+        self.hidden = [Dense(w, name=f"hidden_{i}") for i, w in enumerate(draw_hidden(sizes, init, rng))]
         self.gru = GRU(sizes[-1], int(size), rng, name="gru")
-        self.head = Dense(np.concatenate([make(int(size), n, g, rng) for n, g in heads], axis=1), name="head")
+        self.head = Dense(draw_heads(int(size), heads, init, rng), name="head")
         self.layer_norm = bool(layer_norm)
         if self.layer_norm:
             self.input_norm = LayerNorm(self.input_size, name="input_norm")

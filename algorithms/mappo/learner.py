@@ -35,7 +35,7 @@ The metrics vector is PPO's (``grad_norm``: of all gradients together, before cl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,9 +164,10 @@ class MAPPOLearner(tf.Module):
         self._critic_lr = self._lr if config.critic_lr is None else _schedule(config.critic_lr)
         self._reduce = reduce_gradients
         self.minibatch = min(int(config.minibatch), n)
-        self.minibatches_per_epoch = -(-n // self.minibatch)
         if self.recurrent:
             self.minibatches_per_epoch = -(-self.sequences // self.sequences_per_minibatch)
+        else:
+            self.minibatches_per_epoch = -(-n // self.minibatch)
         self.update_fn = compile_update(self, reduce_gradients, self.state_shape, self.memory_sizes)
         self._call = flat_caller(self.update_fn)
 
@@ -275,23 +276,24 @@ class MAPPOLearner(tf.Module):
 
         lr, clip, critic_lr = self._lr(progress), self._clip(progress), self._critic_lr(progress)
         steps = cfg.epochs * self.minibatches_per_epoch
+        fields = (obs, states, actions, logp, values, advantages, targets, valid)
         if self.recurrent:
-            step = _sequence_steps(
-                self, (obs, states, actions, logp, values, advantages, targets, valid), memory, lr, critic_lr, clip
-            )
-        elif self.minibatches_per_epoch == 1:  # whole-batch steps: shuffling changes nothing
-            batch = [flat(x) for x in (obs, states, actions, logp, values, advantages, targets, valid)]
-
-            def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                return k + 1, totals + self._train_step(batch, tf.ones([n]), lr, critic_lr, clip)
-
+            step = _sequence_steps(self, fields, memory, lr, critic_lr, clip)
         else:
-            batch = [flat(x) for x in (obs, states, actions, logp, values, advantages, targets, valid)]
-            index, pad_weight = self._minibatch_indices(n)
+            batch = [flat(x) for x in fields]
+            whole = self.minibatches_per_epoch == 1  # whole-batch steps: shuffling changes nothing
+            if not whole:
+                index, pad_weight = self._minibatch_indices(n)
 
             def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-                minibatch = [tf.gather(x, index[k]) for x in batch]
-                return k + 1, totals + self._train_step(minibatch, pad_weight[k], lr, critic_lr, clip)
+                mb, weight = (
+                    (batch, tf.ones([n])) if whole else ([tf.gather(x, index[k]) for x in batch], pad_weight[k])
+                )
+
+                def forward() -> tuple[Any, tf.Tensor]:
+                    return self._distribution_and_value(mb[0], mb[1])
+
+                return k + 1, totals + self._train_step(forward, mb[2:], weight, lr, critic_lr, clip)
 
         _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS) + 1])))
         means = totals / float(steps)
@@ -314,23 +316,19 @@ class MAPPOLearner(tf.Module):
 
     def _train_step(
         self,
-        minibatch: list[tf.Tensor],
+        forward: Callable[[], tuple[Any, tf.Tensor]],
+        rows: list[tf.Tensor],
         pad_weight: tf.Tensor,
         lr: tf.Tensor,
         critic_lr: tf.Tensor,
         clip: tf.Tensor,
-        forward: Any = None,
     ) -> tf.Tensor:
         """One gradient step of the policy and one of the value function; returns
         ``[*STEP_METRICS, loss]`` of this minibatch. ``forward()`` gives the distribution and
-        values at its rows (by default at its ``obs`` and ``states``)."""
+        the values at its rows; ``rows`` are their actions, old log-probabilities and values,
+        advantages, targets and valid flags."""
         cfg = self.config
-        obs, states, actions, old_logp, old_values, advantages, targets, valid = minibatch
-        if forward is None:
-
-            def forward() -> tuple[Any, tf.Tensor]:
-                return self._distribution_and_value(obs, states)
-
+        actions, old_logp, old_values, advantages, targets, valid = rows
         w = valid * pad_weight
         n = tf.maximum(tf.reduce_sum(w), 1.0)
         if cfg.normalize_advantage:
@@ -399,18 +397,18 @@ def _sequence_steps(
         obs, states, *rows, first_s = mb
         rows = [tf.reshape(x, [-1, *x.shape[2:]]) for x in rows]  # actions .. valid, L*S rows
         weight = tf.reshape(tf.broadcast_to(weight[None], tf.shape(first_s)), [-1])
-        rows_obs = (tf.reshape(obs, [-1, *obs.shape[2:]]), tf.reshape(states, [-1, *states.shape[2:]]))
 
         def forward() -> tuple[Any, tf.Tensor]:
-            if learner.policy.recurrent:
-                dist = learner.policy.distribution_seq(obs, h0[0], first_s)
+            policy, value = learner.policy, learner.value
+            if policy.recurrent:
+                dist = policy.distribution_seq(obs, h0[0], first_s)
             else:
-                dist = learner.policy.distribution(rows_obs[0])
-            if learner.value.recurrent:
-                return dist, learner.value.value_seq(states, h0[1], first_s)
-            return dist, learner.value.value(rows_obs[1])
+                dist = policy.distribution(tf.reshape(obs, [-1, *obs.shape[2:]]))
+            if value.recurrent:
+                return dist, value.value_seq(states, h0[1], first_s)
+            return dist, value.value(tf.reshape(states, [-1, *states.shape[2:]]))
 
-        return k + 1, totals + learner._train_step([None, None, *rows], weight, lr, critic_lr, clip, forward)
+        return k + 1, totals + learner._train_step(forward, rows, weight, lr, critic_lr, clip)
 
     return step
 
