@@ -115,10 +115,10 @@ def _returns(policy_dir: Path, env: dict, request: EvalRequest):  # noqa: ANN202
     """The episodes' returns, and the evaluation that ran them (a multi-agent env's agents and groups)."""
     import tensorflow as tf
 
-    from rlgen.runtime.evaluation.episodes import PolicyEvaluation
+    from rlgen.runtime.evaluation.episodes import PolicyEvaluation, RecurrentAct
 
     policy = tf.saved_model.load(str(policy_dir))  # alive while its act runs
-    evaluation = PolicyEvaluation(policy.act, env, request.episodes, request.seed)
+    evaluation = PolicyEvaluation(RecurrentAct.of(policy), env, request.episodes, request.seed)
     return evaluation(request.video, policy_dir.name), evaluation
 
 

@@ -75,13 +75,12 @@ class Agent(tf.Module):
         self.learner = MAPPOLearner(
             self.actor,
             self.critic,
-            MAPPOConfig(time_limit="terminal"),
+            MAPPOConfig(time_limit="terminal", chunk=chunk),
             steps,
             ROWS,
             (18,),
             seed=stream + 103,
             state_shape=(54,),
-            chunk=chunk,
         )
         zeros = tf.zeros([ROWS, SIZE])
         self.carried = {

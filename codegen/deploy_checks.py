@@ -117,6 +117,16 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
     env: {id: CartPole-v1, num_envs: 3}     # E602: 3 envs do not split over 2 env workers
     ```
     """
+    if spec.recurrent and spec.deploy.policy != "single":
+        net = next(n for n, net in spec.networks.items() if net.recurrent)
+        yield error(
+            "E613",
+            (*_DEPLOY, "policy"),
+            f"network '{net}' is recurrent, and recurrent networks run under policy 'single' only in this "
+            f"release, not '{spec.deploy.policy}'",
+            "use `deploy.policy: single` (the whole iteration is one compiled graph with `env.backend: tensorflow`)",
+        )
+        return
     if spec.deploy.policy == AUTO:  # `rlgen run` profiles single and measures the candidates that validate
         yield from _check_auto(spec)
         return

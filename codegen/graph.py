@@ -15,11 +15,14 @@ from rlgen.dsl.catalog import BUFFER_KINDS, COMPUTE_KINDS, EnvSpaces, GroupSpace
 from rlgen.dsl.dataflow import Dataflow
 from rlgen.dsl.diagnostics import json_path
 from rlgen.dsl.groups import assign_groups
+from rlgen.dsl.memory import state_size, stored_memory
 from rlgen.dsl.spec import Spec
 
 #: Fields of an on-policy rollout as the learner receives them (rlgen.runtime.buffers.Rollout);
 #: a rollout that stores the global state has ``states`` after them.
 ROLLOUT_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "valid", "logp", "values")
+#: What a rollout of recurrent networks stores after them (rlgen.runtime.buffers.Memory).
+MEMORY_FIELDS = ("first", "policy_states", "value_states")
 #: Length of the metrics vector each learner kind returns (None: not known before run).
 METRIC_COUNTS = {kind: len(algo.metrics) for kind, algo in ALGORITHMS.items()}
 
@@ -68,6 +71,7 @@ class _Shapes:
             "flag": ("bool", ()),
             "logp": ("float32", ()),
             "value": ("float32", ()),
+            "first": ("bool", ()),
         }[vtype]
 
     def value(self, name: str, vtype: str, metrics: int | None) -> tuple[Tensor, ...]:
@@ -76,14 +80,19 @@ class _Shapes:
         dtype, shape = self.per_env(vtype)
         return (self._t(name, dtype, (self.batch, *shape), 0),)
 
-    def rollout(self, length: int, state: bool = False) -> tuple[Tensor, ...]:
+    def rollout(self, length: int, state: bool = False, memory: tuple[int, int] | None = None) -> tuple[Tensor, ...]:
+        """A rollout's fields, then its ``states``; with ``memory=(policy_size, value_size)``
+        (recurrent networks) then ``first`` and the states each network read."""
         special = {
             "obs": (self.obs_dtype, self.obs),
             "actions": (self.act_dtype, self.act_shape),
             "states": ("float32", self.state),
+            "policy_states": ("float32", (memory or (0, 0))[0:1]),
+            "value_states": ("float32", (memory or (0, 0))[1:2]),
         }
+        fields = ROLLOUT_FIELDS + (("states",) if state else ()) + (MEMORY_FIELDS if memory else ())
         out = []
-        for f in ROLLOUT_FIELDS + (("states",) if state else ()):
+        for f in fields:
             dtype, shape = special.get(f, ("float32", ()))
             out.append(self._t(f, dtype, (length, self.batch, *shape), 1))
         return tuple(out)
@@ -168,7 +177,9 @@ def _value_edge(spec, flow, shapes, name, nodes, carried) -> Edge:
     producer = next(n.id for n in nodes if name in n.outputs)
     consumers = tuple(n.id for n in nodes if name in n.inputs)
     comp = spec.components.get(value.producer.call.component)
-    if value.type == "batch":
+    if value.type == "hidden":  # a recurrent network's state: its GRU's size
+        parts = (shapes._t(name, "float32", (shapes.batch, state_size(spec, value.producer.call.component)), 0),)
+    elif value.type == "batch":
         fields = tuple((p.name, p.type) for p in comp.methods["insert"].inputs)
         parts = shapes.sampled(fields, int(comp.get("batch_size")))
     else:
@@ -191,7 +202,16 @@ def _buffer_edge(spec, flow, shapes, name, nodes, blocks) -> Edge:
     block = next(b for b in blocks if producer and b.name == producer.block) if producer else None
     if comp.kind == "rollout":
         length = comp.get("length") or (block.repeat if block else 1)
-        parts = shapes.rollout(length, state=bool(producer) and len(producer.inputs) >= 8)
+        args = producer.inputs if producer else ()
+        state = any(a in flow.values and flow.values[a].type == "state" for a in args)
+        memory = stored_memory(spec, flow, args)
+        sizes = None
+        if memory is not None:
+            sizes = tuple(
+                state_size(spec, flow.values[h].producer.call.component) if h else 0
+                for h in (memory.policy, memory.value)
+            )
+        parts = shapes.rollout(length, state=state, memory=sizes)
     else:
         method = comp.methods["insert"]
         fields = tuple((p.name, p.type) for p in method.inputs)

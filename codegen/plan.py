@@ -201,6 +201,8 @@ class EnvPlan:
     #: ``env.groups``: group name -> its agents, in the spec's order.
     groups: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     preset: str | None = field(default=None, metadata=OPTIONAL)  # $.env.preset, if any
+    #: reset()/step() also return ``first`` (the spec has recurrent networks).
+    first: bool | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -296,10 +298,11 @@ class FragmentPlan:
 # --- the rank loops ----------------------------------------------------------------
 @dataclass(frozen=True)
 class ArgPlan:
-    """An argument of a step call: a value (``name``), a received tuple (``star``) or a
-    buffer's rollout held by ``frag`` (``rollout``)."""
+    """An argument of a step call: a value (``name``), a received tuple (``star``), a
+    buffer's rollout held by ``frag`` (``rollout``), or that rollout and its recurrent
+    networks' memory (``memory``)."""
 
-    kind: str  # name | star | rollout
+    kind: str  # name | star | rollout | memory
     value: str
     frag: str = ""
 

@@ -7,6 +7,7 @@ import math
 
 from rlgen.codegen.context import Context
 from rlgen.codegen.ir import Tensor
+from rlgen.dsl.dataflow import analyze
 from rlgen.dsl.images import conv_out, image_layout
 
 
@@ -50,19 +51,12 @@ def network_size(ctx: Context, network: str, output_size: int) -> int | None:
 
 def state_networks(ctx: Context) -> frozenset[str]:
     """Networks of value components called on the env's global state (a centralised critic):
-    the state is the last output of ``env.reset()`` / ``env.step()``, or carried from one."""
+    a value of type ``state`` (an output of ``env.reset()`` / ``env.step()``, or carried from one)."""
     if not ctx.spec.env.state:
         return frozenset()
+    flow = analyze(ctx.spec)
+    states = {name for name, v in flow.values.items() if v.type == "state"}
     calls = [lc.call for block in ctx.spec.loop.all_blocks() for lc in block.calls]
-    groups = max(1, len(ctx.spaces.groups))  # each group's outputs in turn, its state last
-    per_group = {"reset": 2, "step": 5}
-    states = {
-        c.outputs[(g + 1) * per_group[c.method] - 1].text
-        for c in calls
-        if c.component == "env" and len(c.outputs) == groups * per_group.get(c.method, 0)
-        for g in range(groups)
-    }
-    states |= {dst for block in ctx.spec.loop.all_blocks() for dst, src in block.carry if src in states}
     return frozenset(
         ctx.spec.components[c.component].get("network")
         for c in calls

@@ -10,7 +10,22 @@ from rlgen.dsl.methods import Method
 from rlgen.dsl.methods import method as _m
 
 #: Value types flowing through the loop. Shapes are per env (batch dimension implicit).
-VALUE_TYPES = ("obs", "state", "action", "reward", "flag", "logp", "value", "buffer", "batch", "metrics")
+#: ``hidden`` is a recurrent network's carried state; ``first`` flags the rows whose observation
+#: begins an episode (where a recurrent network starts from zeros).
+VALUE_TYPES = (
+    "obs",
+    "state",
+    "action",
+    "reward",
+    "flag",
+    "logp",
+    "value",
+    "buffer",
+    "batch",
+    "metrics",
+    "hidden",
+    "first",
+)
 
 RESERVED_NAMES = frozenset({"env", "weights", "init", "gradients"})
 
@@ -19,6 +34,41 @@ ENV_METHODS = {
     "reset": _m("reset", "", "obs:obs state:state?"),
     "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag state:state?"),
 }
+
+
+def env_methods(state: bool, first: bool) -> dict[str, Method]:
+    """``env.reset`` / ``env.step`` of a spec: :data:`ENV_METHODS`, or, where a network is
+    recurrent (``first``), with ``state`` exactly when ``env.state`` is set and ``first`` last."""
+    if not first:
+        return ENV_METHODS
+    tail = (" state:state" if state else "") + " first:first"
+    return {
+        "reset": _m("reset", "", "obs:obs" + tail),
+        "step": _m("step", "action:action", "obs:obs reward:reward terminated:flag truncated:flag" + tail),
+    }
+
+
+def recurrent_methods(kind: str, state: bool) -> dict[str, Method]:
+    """Methods of a component over a recurrent network (``networks.<n>.recurrent``), which take
+    and return its carried state (``hidden``) and reset it on the rows that begin an episode:
+    a policy or value, and the rollout buffer of a spec with one (it stores ``first`` and the
+    states each call read; ``state`` exactly when ``env.state`` is set)."""
+    init = _m("initial_state", "", "hidden:hidden")
+    if kind == "policy":
+        return {
+            "act": _m("act", "obs:obs hidden:hidden first:first", "action:action logp:logp hidden:hidden"),
+            "initial_state": init,
+        }
+    if kind == "value":
+        return {
+            "value": _m("value", "obs:obs|state hidden:hidden first:first", "value:value hidden:hidden"),
+            "initial_state": init,
+        }
+    fields = "obs:obs action:action reward:reward terminated:flag truncated:flag logp:logp value:value"
+    return {
+        "insert": _m("insert", fields + (" state:state" if state else "") + " first:first hidden:hidden hidden:hidden?")
+    }
+
 
 #: Outputs of one group's part of env.reset() / env.step(), without and with the state.
 RESET_OUTPUTS = (("obs:obs",), ("obs:obs", "state:state"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 
-from rlgen.dsl.catalog import BUFFER_KINDS, ENV_METHODS, RESERVED_NAMES, group_env_methods
+from rlgen.dsl.catalog import BUFFER_KINDS, RESERVED_NAMES, env_methods, group_env_methods
 from rlgen.dsl.diagnostics import article, did_you_mean, quote_list
 from rlgen.dsl.findings import Finding, error
 from rlgen.dsl.methods import Method
@@ -57,7 +57,7 @@ class Dataflow:
 def _resolve(spec: Spec, lc: LoopCall, flow: Dataflow) -> tuple[str, Method] | None:
     call = lc.call
     if call.component == "env":
-        kind, methods = "env", ENV_METHODS
+        kind, methods = "env", env_methods(bool(spec.env.state), spec.recurrent)
         if spec.env.grouped:  # one value of each kind per group
             methods = group_env_methods(tuple(g for g, _ in spec.env.groups), bool(spec.env.state))
     elif call.component in spec.components:

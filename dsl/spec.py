@@ -14,7 +14,7 @@ from typing import Any
 from rlgen.algorithms import ALGORITHMS
 from rlgen.algorithms.base import Algorithm
 from rlgen.dsl.calls import Call, CallSyntaxError, parse_call
-from rlgen.dsl.catalog import METHODS
+from rlgen.dsl.catalog import METHODS, recurrent_methods
 from rlgen.dsl.methods import Method, Param
 from rlgen.dsl.wrappers import Wrapper
 from rlgen.dsl.wrappers import parse as parse_wrappers
@@ -142,6 +142,9 @@ class Network:
     args: dict[str, Any] = field(default_factory=dict)
     layers: tuple[dict[str, int], ...] = ()
     channels: tuple[int, ...] = ()
+    #: ``{size, layer_norm}``: a GRU of ``size`` units between the hidden layers and the heads
+    #: (an ``mlp``'s only), its output normalised with ``layer_norm``; None: not recurrent.
+    recurrent: dict[str, Any] | None = None
 
     @property
     def image(self) -> bool:
@@ -363,6 +366,11 @@ class Spec:
         """The resolved spec (all defaults filled in) as plain data."""
         return resolved(self)
 
+    @property
+    def recurrent(self) -> bool:
+        """Has the spec a recurrent network? Its env calls then also return ``first``."""
+        return any(net.recurrent for net in self.networks.values())
+
     def readers(self, network: str) -> list[str]:
         """The components that read ``network`` (policies, values, Q-networks), in spec order."""
         return [n for n, c in self.components.items() if c.kind in NETWORK_READERS and c.get("network") == network]
@@ -396,6 +404,16 @@ def build_component(name: str, raw: dict[str, Any]) -> Component:
             settings[key] = value
     methods = _custom_methods(raw.get("methods", {})) if kind == "custom" else METHODS.get(kind, {})
     return Component(name, kind, settings, dict(methods))
+
+
+def _with_memory(comp: Component, networks: dict[str, Network], env: EnvSpec) -> Component:
+    """``comp`` with the methods of a spec with recurrent networks: a policy or value over one
+    takes and returns its state, and rollout buffers store the memory (see
+    :func:`rlgen.dsl.catalog.recurrent_methods`)."""
+    net = networks.get(comp.get("network")) if comp.kind in ("policy", "value") else None
+    if (net is not None and net.recurrent) or comp.kind == "rollout":
+        return dataclasses.replace(comp, methods=recurrent_methods(comp.kind, bool(env.state)))
+    return comp
 
 
 def build_block(name: str, raw: Any, path: PathT) -> Block:
@@ -464,8 +482,12 @@ def build_spec(data: dict[str, Any]) -> Spec:
     networks = {}
     for name, raw in data.get("networks", {}).items():
         fields = {k: (tuple(v) if k in ("hidden", "layers", "channels") else v) for k, v in raw.items()}
+        if "recurrent" in fields:
+            fields["recurrent"] = {"size": 64, "layer_norm": True, **fields["recurrent"]}
         networks[name] = Network(name=name, **{**IMAGE_NETWORKS.get(raw.get("kind"), {}), **fields})
     components = {name: build_component(name, raw) for name, raw in data["components"].items()}
+    if any(net.recurrent for net in networks.values()):
+        components = {name: _with_memory(comp, networks, env) for name, comp in components.items()}
     loop_raw = data["loop"]
     init = build_block("init", loop_raw["init"], ("loop", "init")) if "init" in loop_raw else None
     blocks = tuple(build_block(n, b, ("loop", n)) for n, b in loop_raw.items() if n != "init")
@@ -599,6 +621,8 @@ def _resolved(spec: Spec) -> dict[str, Any]:
         networks[name] = {k: d[k] for k in keep}
         if net.kind == "mlp" and net.layer_norm:  # only when set: specs without it resolve as before
             networks[name]["layer_norm"] = True
+        if net.kind == "mlp" and net.recurrent:
+            networks[name]["recurrent"] = dict(net.recurrent)
     components = {}
     for name, comp in spec.components.items():
         d = {"kind": comp.kind, **_plain(comp.settings)}

@@ -97,12 +97,13 @@ class ParallelVectorEnv:
         state: str | None = None,
         window: int = 100,
         groups: Mapping[str, Sequence[str]] | None = None,
+        first: bool = False,
     ) -> None:
         if state is not None and state not in STATE_MODES:
             raise ValueError(f"state must be one of {STATE_MODES} or None, got {state!r}")
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        self.num_envs, self.seed, self.rank, self.state = int(num_envs), int(seed), int(rank), state
+        self.num_envs, self.seed, self.rank, self.state, self.first = int(num_envs), int(seed), int(rank), state, first
         self.envs = [pettingzoo_env(ref, kwargs)]
         possible = [str(a) for a in self.envs[0].possible_agents]
         self.groups: dict[str, list[str]] = {str(g): list(a) for g, a in (groups or {"all": possible}).items()}
@@ -223,7 +224,8 @@ class ParallelVectorEnv:
 
     def reset(self) -> Any:
         """Start new episodes in every copy (the first call seeds them); returns ``obs``
-        ``[B*N, *obs_shape]``, or ``(obs, state)`` when ``state`` is set. With several groups:
+        ``[B*N, *obs_shape]``, or ``(obs, state)`` when ``state`` is set (and ``first``, all true,
+        last when ``first`` is). With several groups:
         each group's ``obs`` (``[B*Ng, *its obs_shape]``) and ``state``, group by group."""
         obs = self._new_obs()
         env_states = np.zeros((self.num_envs, *self.state_shape), np.float32) if self.state == "env" else None
@@ -242,14 +244,14 @@ class ParallelVectorEnv:
         self.active = self._alive.reshape(-1).copy()
         for o, active in zip(obs, self._split(self.active), strict=True):
             o[~active] = 0.0
-        if self.state is None:
-            return _grouped(obs)
-        return _grouped(obs, self._states(obs, env_states))
+        states = [] if self.state is None else [self._states(obs, env_states)]
+        return _grouped(obs, *states, *([self._split(np.ones(self.num_rows, bool))] if self.first else []))
 
     def step(self, *action: np.ndarray) -> tuple[np.ndarray, ...]:
         """Step every copy with ``action`` ``[B*N]`` (ints in ``[0, action_n)``); returns
         ``next_obs, reward (float32), terminated, truncated`` (``[B*N]`` each), plus ``next_state``
-        last when ``state`` is set. With several groups: one action per group, and those
+        when ``state`` is set and ``first`` (true on the rows of copies that reset in this step)
+        last when ``first`` is. With several groups: one action per group, and those
         outputs per group, group by group. See the module docstring for reset steps and departed
         agents."""
         B, N, agents = self.num_envs, self.num_agents, self.agents
@@ -315,9 +317,8 @@ class ParallelVectorEnv:
         self._account(reward, resetting, ended)
         self._done = ended
         parts = [obs, self._split(reward), self._split(terminated), self._split(truncated)]
-        if self.state is not None:
-            parts.append(self._states(obs, env_states))
-        return _grouped(*parts)
+        parts += [] if self.state is None else [self._states(obs, env_states)]
+        return _grouped(*parts, *([self._split(rows_reset)] if self.first else []))  # first: after a reset step
 
     def _account(self, reward: np.ndarray, resetting: np.ndarray, ended: np.ndarray) -> None:
         self._ep_return += reward.reshape(self.num_envs, self.num_agents)

@@ -29,7 +29,8 @@ def observation_spec(env: Mapping[str, Any]) -> Any:
 
 def export_policy(policy: Any, env: Mapping[str, Any], target: Path) -> None:
     """Write ``policy`` as a SavedModel with ``act(obs)`` to ``target``, atomically; ``obs``
-    as :func:`observation_spec` says for ``env`` (uint8 images: fed as the env gives them)."""
+    as :func:`observation_spec` says for ``env`` (uint8 images: fed as the env gives them). A
+    recurrent policy's has ``initial_state(rows)`` and ``act(obs, state, first) -> (action, state)``."""
     import tensorflow as tf
 
     spec = observation_spec(env)
@@ -46,8 +47,39 @@ def export_policy(policy: Any, env: Mapping[str, Any], target: Path) -> None:
 
     from .devices import host_scope
 
+    recurrent = getattr(policy, "recurrent", False)
     with host_scope():  # the exported policy runs on the CPU, wherever the rank's fragments are
-        save(ExportedPolicy(), target)
+        save(_recurrent_export(policy, spec) if recurrent else ExportedPolicy(), target)
+
+
+def _recurrent_export(policy: Any, spec: Any) -> Any:
+    """A recurrent policy's SavedModel module: ``initial_state(rows)`` (zeros) and ``act(obs,
+    state, first) -> (action, state)``; its state goes in and out, and starts from zeros where
+    ``first``."""
+    import tensorflow as tf
+
+    class ExportedRecurrentPolicy(tf.Module):
+        def __init__(self) -> None:
+            super().__init__(name="policy")
+            self.policy = policy
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int32, name="rows")], autograph=False)
+        def initial_state(self, rows: Any) -> Any:
+            return self.policy.initial_state(rows)
+
+        @tf.function(
+            input_signature=[
+                spec,
+                tf.TensorSpec([None, policy.network.state_size], tf.float32, name="state"),
+                tf.TensorSpec([None], tf.bool, name="first"),
+            ],
+            autograph=False,
+        )
+        def act(self, obs: Any, state: Any, first: Any) -> Any:
+            action, _, state = self.policy.act_recurrent(obs, state, first, deterministic=True)
+            return action, state
+
+    return ExportedRecurrentPolicy()
 
 
 def save(module: Any, target: Path) -> None:

@@ -34,6 +34,7 @@ from .layers import (  # noqa: F401 - re-exported: generated code and tests impo
     orthogonal,
     output_heads,
 )
+from .recurrent import RecurrentMLP
 
 
 class EnsembleDense(tf.Module):
@@ -228,7 +229,10 @@ def build_network(
 ) -> tf.Module:
     """Build a network from its spec entry (``networks.<name>`` in the ``.rl.yaml``).
 
-    ``{kind: mlp, hidden, activation, init, layer_norm}`` builds an :class:`MLP`;
+    ``{kind: mlp, hidden, activation, init, layer_norm}`` builds an :class:`MLP`; with
+    ``recurrent: {size, layer_norm}`` a :class:`~rlgen.runtime.recurrent.RecurrentMLP` (a GRU of
+    ``size`` units between the hidden layers and the heads, its output normalised with
+    ``layer_norm``, as the reference MAPPO's);
     ``{kind: cnn, layers, hidden}`` and ``{kind: impala, channels, hidden}`` build the
     image networks of :mod:`rlgen.runtime.convnets`;
     ``{kind: custom, impl: "pkg.mod:factory", args}`` calls
@@ -250,6 +254,23 @@ def build_network(
     """
     kind = config.get("kind", "mlp")
     heads = output_heads(output_size, output_gain)
+    if kind == "mlp" and config.get("recurrent"):
+        if agents is not None:
+            raise ValueError("a recurrent network is shared by every agent: build it without agents=")
+        recurrent = config["recurrent"]
+        return RecurrentMLP(
+            input_shape,
+            config.get("hidden", (64, 64)),
+            int(recurrent["size"]),
+            output_size,
+            activation=config.get("activation", "tanh"),
+            init=config.get("init", "orthogonal"),
+            output_gain=output_gain,
+            seed=seed,
+            name=name,
+            layer_norm=bool(config.get("layer_norm", False)),
+            output_norm=bool(recurrent.get("layer_norm", True)),
+        )
     if kind == "mlp":
         return MLP(
             input_shape,

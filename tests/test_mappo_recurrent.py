@@ -100,7 +100,7 @@ def test_chunked_recomputation_gives_back_what_was_acted_with(chunk):
 def test_an_update_at_zero_learning_rate_sees_ratio_one_everywhere(recurrent_value, minibatch):
     pi, v = components(recurrent_value)
     cfg = dataclasses.replace(MAPPOConfig(), lr=0.0, epochs=2, minibatch=minibatch)
-    learner = MAPPOLearner(pi, v, cfg, T, B, (OBS,), state_shape=(STATE,), chunk=10)
+    learner = MAPPOLearner(pi, v, cfg, T, B, (OBS,), state_shape=(STATE,))
     assert learner.sequences == 3 * B and learner.minibatches_per_epoch == (1 if minibatch is None else 6)
     for data, memory, last_obs, last_state, last_memory in collect(pi, v, 2, np.random.default_rng(7)):
         from rlgen.runtime.buffers import StateRollout
@@ -113,7 +113,7 @@ def test_an_update_at_zero_learning_rate_sees_ratio_one_everywhere(recurrent_val
 
 def test_an_update_learns_and_moves_both_networks():
     pi, v = components()
-    learner = MAPPOLearner(pi, v, MAPPOConfig(), T, B, (OBS,), state_shape=(STATE,), chunk=10)
+    learner = MAPPOLearner(pi, v, MAPPOConfig(), T, B, (OBS,), state_shape=(STATE,))
     before = [x.numpy().copy() for x in (pi.network.gru.w_h, v.network.gru.w_h)]
     (data, memory, last_obs, last_state, last_memory), *_ = collect(pi, v, 1, np.random.default_rng(3))
     from rlgen.runtime.buffers import StateRollout

@@ -15,14 +15,18 @@ from rlgen.algorithms.ppo import POLICY, VALUE, rollout_length
 from rlgen.dsl.methods import method as _m
 
 #: ``update(buffer, obs, state)``: ``state`` (the global state the centralised critic reads
-#: at the rollout's end) goes with a buffer that stores states.
-UPDATE = _m("update", "buffer:buffer obs:obs state:state?", "metrics:metrics?")
-IPPO_UPDATE = _m("update", "buffer:buffer obs:obs", "metrics:metrics?")
+#: at the rollout's end) goes with a buffer that stores states; a recurrent critic's state after
+#: the rollout's last step (``hidden``) comes last.
+UPDATE = _m("update", "buffer:buffer obs:obs state:state? hidden:hidden?", "metrics:metrics?")
+IPPO_UPDATE = _m("update", "buffer:buffer obs:obs hidden:hidden?", "metrics:metrics?")
 
 
 def _reads_state(k: Any, name: str) -> bool:
     """Does a call of this learner pass a state (``update(buffer, obs, state)``)?"""
-    return any(n.component == name and n.method == "update" and len(n.inputs) > 2 for n in k.fdg.graph.nodes)
+    states = {e.name for e in k.fdg.graph.edges if e.type == "state"}
+    return any(
+        n.component == name and n.method == "update" and any(a in states for a in n.inputs) for n in k.fdg.graph.nodes
+    )
 
 
 def lower(k: Any, name: str) -> dict[str, Any]:

@@ -97,3 +97,11 @@ class MAPPOConfig(PPOConfig):
         {"enum": ["bootstrap", "terminal"]},
         ("terminal",),
     )
+    chunk: int = setting(
+        10,
+        "With recurrent networks: the length of the sequences the update unrolls (the reference's "
+        "`data_chunk_length`), each from the state stored when acting; a minibatch holds whole "
+        "chunks. Unused otherwise.",
+        {"type": "integer", "minimum": 1, "maximum": 100000},
+        (25,),
+    )

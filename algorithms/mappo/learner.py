@@ -120,7 +120,6 @@ class MAPPOLearner(tf.Module):
         state_shape: Sequence[int] | None = None,
         agent_block: int = 1,
         obs_dtype: tf.DType | str = tf.float32,
-        chunk: int = 10,
     ) -> None:
         super().__init__(name=name)
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
@@ -131,7 +130,7 @@ class MAPPOLearner(tf.Module):
         if config.time_limit not in ("bootstrap", "terminal"):
             raise ValueError(f"time_limit must be bootstrap or terminal, got {config.time_limit!r}")
         self.recurrent = policy.recurrent or value.recurrent
-        self.chunk = int(chunk)
+        self.chunk = int(config.chunk)
         self.memory_sizes = None
         if self.recurrent:
             self.memory_sizes = tuple(c.network.state_size if c.recurrent else 0 for c in (policy, value))

@@ -98,8 +98,11 @@ def _qvalue(k: KindContext, name: str) -> dict[str, Any]:
 
 
 def _rollout(k: KindContext, name: str) -> dict[str, Any]:
-    states = any(t.name == "states" for t in k.fdg.graph.edge(name).parts)
-    return {"length": k.buffer_len[name], **({"state": True} if states else {})}
+    parts = {t.name: t for t in k.fdg.graph.edge(name).parts}
+    options: dict[str, Any] = {"length": k.buffer_len[name], **({"state": True} if "states" in parts else {})}
+    if "first" in parts:  # recurrent networks: the states each read, (policy's size, value's size)
+        options["memory"] = [parts[f].shape[-1] for f in ("policy_states", "value_states")]
+    return options
 
 
 def _replay(k: KindContext, name: str) -> dict[str, Any]:

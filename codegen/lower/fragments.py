@@ -29,6 +29,8 @@ from rlgen.codegen.plan import (
     StepPlan,
     TensorPlan,
 )
+from rlgen.dsl.dataflow import analyze
+from rlgen.dsl.memory import state_size, stored_memory
 from rlgen.dsl.spec import normalize_gamma, resolved
 
 
@@ -149,6 +151,7 @@ def lower_fragment(fdg: FDG, ctx: Context, frag: Fragment, groups: list[Group]) 
             ctx.spaces.rows if env.multi_agent else None,
             {g: list(agents) for g, agents in env.groups} if env.groups else None,
             env.preset,
+            True if ctx.spec.recurrent else None,
         ),
         networks=networks,
         components=components,
@@ -237,9 +240,35 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
         options["batches"] = gradient_steps(fdg, node.block)
         options["batch_size"] = int(ctx.spec.components[node.component].get("batch_size"))
     inputs = tuple(node.inputs)
+    memory = _memory(ctx, node, kind)
+    if memory is not None:  # recurrent networks: their values go by name, not by position
+        options["memory"] = memory
+        inputs = tuple(a for a in inputs if graph.edge(a).type not in ("first", "hidden"))
     if kind == "rollout" and node.method == "insert":
         inputs = inputs + ("0.0",) * (7 - len(inputs))
     return CallPlan(node.path, node.text, node.component, node.method, kind, inputs, tuple(node.outputs), options)
+
+
+def _memory(ctx: Context, node: Any, kind: str) -> dict[str, Any] | None:
+    """What a rollout insert stores for recurrent networks (``first`` and the states the policy
+    and the value read, None where a side is not recurrent, with their sizes), or what a recurrent
+    learner's update reads (the value's state after the rollout, if its value is recurrent)."""
+    spec = ctx.spec
+    if not spec.recurrent:
+        return None
+    flow = analyze(spec)
+    if kind == "rollout" and node.method == "insert":
+        stored = stored_memory(spec, flow, tuple(node.inputs))
+        if stored is None:
+            return None
+        return {"first": stored.first, "policy": stored.policy, "value": stored.value}
+    if kind in ALGORITHMS and node.method == "update":
+        comp = spec.components[node.component]
+        if not any(state_size(spec, comp.get(ref)) for ref in ("policy", "value") if comp.get(ref) in spec.components):
+            return None
+        hidden = [a for a in node.inputs if a in flow.values and flow.values[a].type == "hidden"]
+        return {"value": hidden[0] if hidden else None}
+    return None
 
 
 def _step(fdg: FDG, ctx: Context, frag: Fragment, step: Step, ahead: frozenset[str] = frozenset()) -> StepPlan:

@@ -259,6 +259,8 @@ def _step_op(fdg: FDG, ctx: Context, frag: Fragment, step: Step, received: set[s
         edge = fdg.graph.edge(value)
         if edge.type == "batch" or (edge.type == "buffer" and value in received):
             args.append(ArgPlan("star", value))
+        elif edge.type == "buffer" and any(t.name == "first" for t in edge.parts):
+            args.append(ArgPlan("memory", value, frag.name))  # a rollout, then the recurrent networks' memory
         elif edge.type == "buffer":
             args.append(ArgPlan("rollout", value, frag.name))
         else:

@@ -14,6 +14,7 @@ from rlgen.dsl.checks.registry import CHECKS, Context, check, run_checks
 from rlgen.dsl.checks import names  # noqa: F401
 from rlgen.dsl.checks import spaces  # noqa: F401
 from rlgen.dsl.checks import agents  # noqa: F401
+from rlgen.dsl.checks import memory  # noqa: F401
 from rlgen.dsl.checks import partitions  # noqa: F401
 from rlgen.dsl.checks import train  # noqa: F401
 from rlgen.dsl.checks import devices  # noqa: F401

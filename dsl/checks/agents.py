@@ -164,7 +164,8 @@ def state_value(ctx: Context) -> Iterator[Finding]:
     """
     env = ctx.spec.env
     expected = {"reset": 2, "step": 5}
-    for method, with_state in expected.items() if not env.grouped else ():  # groups: E433
+    # groups: E433; recurrent networks: the env's outputs are fixed (E305 gives the signature)
+    for method, with_state in expected.items() if not (env.grouped or ctx.spec.recurrent) else ():
         for lc in _env_calls(ctx, method):
             n = len(lc.call.outputs)
             if n == with_state and not env.state:
@@ -188,7 +189,9 @@ def state_value(ctx: Context) -> Iterator[Finding]:
         if comp.kind != "rollout":
             continue
         stores = any(
-            lc.call.component == name and lc.call.method == "insert" and len(lc.call.args) >= 8
+            lc.call.component == name
+            and lc.call.method == "insert"
+            and any(a.text in ctx.flow.values and ctx.flow.values[a.text].type == "state" for a in lc.call.args)
             for block in ctx.spec.loop.all_blocks()
             for lc in block.calls
         )

@@ -158,7 +158,8 @@ def unused_names(ctx: Context) -> Iterator[Finding]:
             continue
         # Only warn where the user can act: an optional output, or a call none of whose outputs is used.
         method = methods.get(id(value.producer))
-        optional = method is not None and method.outputs[value.index].optional
+        # (an output past the method's own, E305 at the call, is neither)
+        optional = method is not None and value.index < len(method.outputs) and method.outputs[value.index].optional
         if optional or not any(o.text in ctx.flow.uses for o in value.producer.call.outputs):
             off = value.producer.call.outputs[value.index].offset
             yield warning(

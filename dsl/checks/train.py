@@ -92,7 +92,11 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
         rows = ctx.spaces.rows if ctx.spaces else 1
         group = ctx.spaces.group(group_of.get(info.call.call.component)) if group_of else None
         rows = group.rows if group else rows  # several agent groups: the learner's group's rows
-        batch = inserts[0].block.repeat * ctx.spec.env.num_envs * rows
+        steps = inserts[0].block.repeat
+        chunk = int(comp.get("chunk")) if ctx.spec.recurrent and comp.get("chunk") else None
+        if chunk:  # recurrent networks: each row's steps padded to whole chunks (E439 checks the rest)
+            steps = -(-steps // chunk) * chunk
+        batch = steps * ctx.spec.env.num_envs * rows
         mb = comp.get("minibatch")
         if mb is None:  # the whole rollout (mappo's default)
             continue
@@ -102,7 +106,7 @@ def minibatches(ctx: Context) -> Iterator[Finding]:
                 "E704",
                 path,
                 f"minibatch ({mb}) is larger than the rollout batch ({batch} = "
-                f"{inserts[0].block.repeat} steps × {ctx.spec.env.num_envs} envs"
+                f"{steps} steps{' in whole chunks' if chunk else ''} × {ctx.spec.env.num_envs} envs"
                 + (f" × {rows} agents" if rows > 1 else "")
                 + ")",
                 f"use a minibatch ≤ {batch}, or collect more steps per iteration",

@@ -10,7 +10,8 @@ the mean over the group's agents (what ``<group>/return`` logs).
 
 The policy acts as in training: ``act(obs)`` takes what ``env.reset()`` returns without a state
 (one batch of rows ``b*N + i``, or with several groups one batch per group, group by group) and
-returns the actions ``env.step()`` takes, likewise.
+returns the actions ``env.step()`` takes, likewise. A recurrent policy's act
+(:class:`~rlgen.runtime.evaluation.episodes.RecurrentAct`) carries its state from zeros.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def evaluate_agents(
     try:
         while len(returns) < episodes:
             obs = vec.reset()
+            if hasattr(act, "begin"):  # a recurrent policy: its state starts from zeros
+                act.begin()
             frames = [_frame(vec, name)] if video is not None else []
             running = np.zeros((n, len(groups)), np.float64)  # each group's summed agent returns
             finished = np.zeros(n, bool)
@@ -117,14 +120,26 @@ def in_graph_agents(act: Callable[[Any], Any], env: Mapping[str, Any], episodes:
     n = int(episodes)
     agent_env = make_tf_agent_env(env["pettingzoo"], n, seed=seed, kwargs=env.get("kwargs"))
     tf_env, agents = agent_env.env, agent_env.num_agents
+    recurrent = hasattr(act, "initial_state")  # a RecurrentAct: the loop carries its state
 
-    def step(obs):  # noqa: ANN001, ANN202
-        obs, reward, terminated, truncated = agent_env.step(act(obs))
+    def reset():  # noqa: ANN202
+        obs = agent_env.reset()
+        if not recurrent:
+            return obs
+        return obs, act.initial_state(tf.constant(agent_env.num_rows, tf.int32)), tf.ones([agent_env.num_rows], tf.bool)
+
+    def step(carry):  # noqa: ANN001, ANN202
+        if recurrent:  # only each copy's first episode counts: `first` holds on the first step only
+            obs, state, first = carry
+            action, state = act.step(obs, state, first)
+        else:
+            action = act(carry)
+        obs, reward, terminated, truncated = agent_env.step(action)
         reward = tf.reduce_mean(tf.reshape(tf.cast(reward, tf.float64), [n, agents]), axis=1)
         done = tf.reduce_all(tf.reshape(tf.logical_or(terminated, truncated), [n, agents]), axis=1)
-        return obs, reward, done
+        return ((obs, state, tf.zeros_like(first)) if recurrent else obs), reward, done
 
-    return episode_returns(agent_env.reset, step, tf_env.rng, seed, n, tf_env.max_episode_steps)
+    return episode_returns(reset, step, tf_env.rng, seed, n, tf_env.max_episode_steps)
 
 
 def _video_path(folder: Path, name: str, episode: int) -> Path:

@@ -74,11 +74,47 @@ def evaluate(
 
 def act_function(policy: Any, deterministic: bool = True) -> Callable[[Any], Any]:
     """What evaluation acts through: ``policy.act``'s actions as one traced function (no
-    autograph: straight-line code). The loop's evaluation and the evaluator process's copy
-    both use it, so that they compute the same actions."""
+    autograph: straight-line code), or a :class:`RecurrentAct` for a recurrent policy. The
+    loop's evaluation and the evaluator process's copy both use it, so that they compute the
+    same actions."""
     import tensorflow as tf
 
+    if getattr(policy, "recurrent", False):
+        step = tf.function(
+            lambda obs, state, first: policy.act_recurrent(obs, state, first, deterministic)[::2], autograph=False
+        )
+        return RecurrentAct(step, policy.initial_state)
     return tf.function(lambda obs: policy.act(obs, deterministic=deterministic)[0], autograph=False)
+
+
+class RecurrentAct:
+    """What evaluation acts through for a recurrent policy: ``step(obs, state, first) ->
+    (action, state)`` and ``initial_state(rows)`` (zeros), as the exported policy has them.
+    Called on observations alone, it carries the state from one call to the next, from zeros on
+    the first call after :meth:`begin` (an evaluation's episodes start together, and only each
+    env copy's first episode counts)."""
+
+    def __init__(self, step: Callable[..., Any], initial_state: Callable[[Any], Any]) -> None:
+        self.step, self.initial_state = step, initial_state
+        self._state: Any = None
+
+    @classmethod
+    def of(cls, module: Any) -> Any:
+        """A loaded exported policy's act: its ``act``, or a :class:`RecurrentAct` over it."""
+        return cls(module.act, module.initial_state) if hasattr(module, "initial_state") else module.act
+
+    def begin(self) -> None:
+        self._state = None
+
+    def __call__(self, obs: Any) -> Any:
+        import tensorflow as tf
+
+        rows = int(obs.shape[0])
+        first = self._state is None
+        if first:
+            self._state = self.initial_state(tf.constant(rows, tf.int32))
+        action, self._state = self.step(obs, self._state, tf.fill([rows], first))
+        return action
 
 
 class PolicyEvaluation:
@@ -143,6 +179,9 @@ class PolicyEvaluation:
 
         def numpy_act(obs: Any) -> Any:
             return tf.nest.map_structure(lambda a: a.numpy(), self.act(tf.nest.map_structure(tf.constant, obs)))
+
+        if isinstance(self.act, RecurrentAct):
+            numpy_act.begin = self.act.begin  # type: ignore[attr-defined]  # each evaluation from zeros
 
         # recording an in-graph env: its PettingZoo original with the same (mpe2) options draws the frames
         env = {**self.env, "kwargs": {k: v for k, v in given.items() if k not in ("reward", "physics")}}

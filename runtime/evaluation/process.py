@@ -347,7 +347,7 @@ def _policy_copy(
     the run's in-loop one), or loaded from the template rank 0 exported (started afresh)."""
     import tensorflow as tf
 
-    from rlgen.runtime.evaluation.episodes import act_function
+    from rlgen.runtime.evaluation.episodes import RecurrentAct, act_function
     from rlgen.runtime.export import export_policy, save
 
     if "build" in message:
@@ -355,7 +355,7 @@ def _policy_copy(
         export = lambda target: export_policy(policy, env, target)  # noqa: E731
         return tf.train.Checkpoint(policy=policy), act_function(policy), export
     loaded = tf.saved_model.load(message["template"])
-    return tf.train.Checkpoint(policy=loaded.policy), loaded.act, lambda target: save(loaded, target)
+    return tf.train.Checkpoint(policy=loaded.policy), RecurrentAct.of(loaded), lambda target: save(loaded, target)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,18 @@ STATES = ("env", "concat")
 
 
 class TFAgentEnv(tf.Module):
-    """A multi-agent TF env whose ``reset``/``step`` also return the global state when ``state`` is set."""
+    """A multi-agent TF env whose ``reset``/``step`` also return the global state when ``state`` is
+    set, and, last, ``first`` when ``first`` is set: ``[B*N]`` bool, true on the rows whose
+    observation begins an episode (every row after ``reset``; after ``step``, the rows whose step
+    was a reset step). Recurrent networks start their state from zeros on those rows."""
 
-    def __init__(self, env: TFSpread, state: str | None = None) -> None:
+    def __init__(self, env: TFSpread, state: str | None = None, first: bool = False) -> None:
         super().__init__(name="agent_env")
         if state is not None and state not in STATES:
             raise ValueError(f"state must be one of {', '.join(STATES)} or None, got {state!r}")
         self.env = env
         self.state_kind = state
+        self.first = bool(first)
 
     @property
     def num_envs(self) -> int:
@@ -50,15 +54,21 @@ class TFAgentEnv(tf.Module):
     def num_rows(self) -> int:
         return self.env.num_rows
 
-    def reset(self) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+    def reset(self) -> tf.Tensor | tuple[tf.Tensor, ...]:
         obs = self.env.reset()
-        return (obs, self.env.global_state(obs)) if self.state_kind else obs
+        out = (obs, self.env.global_state(obs)) if self.state_kind else (obs,)
+        if self.first:
+            out += (tf.ones([self.num_rows], tf.bool),)
+        return out if len(out) > 1 else obs
 
     def step(self, action: Any) -> tuple[tf.Tensor, ...]:
         obs, reward, terminated, truncated = self.env.step(action)
+        out = (obs, reward, terminated, truncated)
         if self.state_kind:
-            return obs, reward, terminated, truncated, self.env.global_state(obs)
-        return obs, reward, terminated, truncated
+            out += (self.env.global_state(obs),)
+        if self.first:  # the row after a reset step holds the new episode's first observation
+            out += (tf.logical_not(self.env.valid_rows()),)
+        return out
 
     def valid_rows(self) -> tf.Tensor:
         return self.env.valid_rows()
@@ -102,11 +112,12 @@ def make_tf_agent_env(
     kwargs: Mapping[str, Any] | None = None,
     state: str | None = None,
     episode_capacity: int | None = None,
+    first: bool = False,
 ) -> TFAgentEnv:
     """``num_envs`` copies of the in-graph version of PettingZoo env ``ref``, built from the spec's
     ``kwargs`` (for simple_spread: ``N``, ``local_ratio``, ``max_cycles``, ``continuous_actions``
-    false, and rlgen's ``reward``: ``mpe2`` or ``reference``)."""
+    false, and rlgen's ``reward``: ``mpe2`` or ``reference``); ``first``: see :class:`TFAgentEnv`."""
     cls = TF_AGENT_ENVS.get(ref)
     args = tf_agent_env_kwargs(ref, kwargs)
     env = cls(num_envs, seed=seed, episode_capacity=episode_capacity, **args)
-    return TFAgentEnv(env, state)
+    return TFAgentEnv(env, state, first)

@@ -64,8 +64,8 @@ class HostTFEnv:
 class HostTFAgentEnv:
     """A multi-agent in-graph env (``pettingzoo: ..., backend: tensorflow``) stepped by one compiled
     call per vector step: ``num_envs`` env copies of N agents, folded into ``num_envs * N`` rows,
-    seeded by ``(seed, rank)``. ``reset``/``step`` return the global state last when ``state`` is set
-    (as :class:`rlgen.runtime.mpe.agent_env.TFAgentEnv`)."""
+    seeded by ``(seed, rank)``. ``reset``/``step`` return the global state when ``state`` is set and
+    ``first`` last when ``first`` is (as :class:`rlgen.runtime.mpe.agent_env.TFAgentEnv`)."""
 
     def __init__(
         self,
@@ -75,18 +75,21 @@ class HostTFAgentEnv:
         rank: int = 0,
         kwargs: dict[str, Any] | None = None,
         state: str | None = None,
+        first: bool = False,
     ) -> None:
         from ..mpe.agent_env import make_tf_agent_env
 
         self.num_envs = int(num_envs)
-        self.env = make_tf_agent_env(pettingzoo, self.num_envs, seed=env_seed(seed, rank), kwargs=kwargs, state=state)
+        self.env = make_tf_agent_env(
+            pettingzoo, self.num_envs, seed=env_seed(seed, rank), kwargs=kwargs, state=state, first=first
+        )
         self.num_agents = self.env.num_agents
         spec = tf.TensorSpec([self.env.num_rows], tf.int32, name="action")
         self._step = tf.function(self.env.step, input_signature=[spec], jit_compile=True)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
 
-    def reset(self) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    def reset(self) -> np.ndarray | tuple[np.ndarray, ...]:
         out = self.env.reset()
         return tuple(t.numpy() for t in out) if isinstance(out, tuple) else out.numpy()
 

@@ -122,6 +122,7 @@ class LearnerFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,

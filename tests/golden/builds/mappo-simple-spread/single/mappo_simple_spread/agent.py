@@ -121,6 +121,7 @@ class AgentFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,

@@ -130,6 +130,7 @@ class AdversariesFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,

@@ -185,6 +185,7 @@ class LearnerFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,
@@ -229,6 +230,7 @@ class LearnerFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,

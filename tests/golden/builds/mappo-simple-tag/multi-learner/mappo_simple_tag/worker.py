@@ -185,6 +185,7 @@ class WorkerFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,
@@ -230,6 +231,7 @@ class WorkerFragment(tf.Module):
                     "value_norm": True,
                     "huber_delta": 10.0,
                     "time_limit": "terminal",
+                    "chunk": 10,
                 }
             ),
             num_steps=25,
