@@ -125,6 +125,29 @@ def test_a_recurrent_policy_beside_a_feed_forward_critic(tmp_path):
     assert "memory=(64, 0)" in code and "tf.zeros([BATCH, 0])," in code  # no value state to bootstrap from
 
 
+def test_ippo_without_a_state_stores_first_and_states_after_value(tmp_path):
+    """IPPO's env has no state: `first` comes right after the rewards' flags, and the buffer
+    stores `first` and the states right after `value`."""
+    t = (ROOT / "examples" / "ippo-simple-spread.rl.yaml").read_text()
+    t = t.replace("layer_norm: true}", "layer_norm: true, recurrent: {size: 32}}")
+    t = t.replace("    - env.reset() -> obs\n", "    - env.reset() -> obs, first\n    - actor.initial_state() -> h\n")
+    t = t.replace("actor.act(obs) -> action, logp", "actor.act(obs, h, first) -> action, logp, next_h")
+    t = t.replace(
+        "    - actor.initial_state() -> h\n", "    - actor.initial_state() -> h\n    - critic.initial_state() -> hv\n"
+    )
+    t = t.replace("critic.value(obs) -> value", "critic.value(obs, hv, first) -> value, next_hv")
+    t = t.replace("terminated, truncated\n", "terminated, truncated, next_first\n", 1)
+    t = t.replace("logp, value)", "logp, value, first, h, hv)").replace("repeat: 25", "repeat: 26")
+    t = t.replace("carry: {obs: next_obs}", "carry: {obs: next_obs, first: next_first, h: next_h, hv: next_hv}")
+    t = t.replace("learner.update(buffer, obs) -> metrics", "learner.update(buffer, obs, hv) -> metrics")
+    t = t.split("partitions:")[0] + "deploy:" + t.split("deploy:")[1]
+    assert codes(t) == []
+    code = built(tmp_path, t)
+    assert "value, next_hv = self.critic.value_recurrent(obs, hv, first)" in code
+    assert "memory=(first, h, hv)" in code and "memory=(32, 32)" in code
+    assert "tf.zeros([BATCH]),\n            hv,\n            progress," in code
+
+
 # --- trained, exported, evaluated -------------------------------------------------------------
 def run(tmp_path: Path, *extra: str, iterations: int = 3) -> list[dict]:
     spec = tmp_path / "rmappo.rl.yaml"
