@@ -117,16 +117,6 @@ def check_deploy(spec: Spec, flow: Dataflow) -> Iterator[Finding]:
     env: {id: CartPole-v1, num_envs: 3}     # E602: 3 envs do not split over 2 env workers
     ```
     """
-    if spec.recurrent and spec.deploy.policy != "single":
-        net = next(n for n, net in spec.networks.items() if net.recurrent)
-        yield error(
-            "E613",
-            (*_DEPLOY, "policy"),
-            f"network '{net}' is recurrent, and recurrent networks run under policy 'single' only in this "
-            f"release, not '{spec.deploy.policy}'",
-            "use `deploy.policy: single` (the whole iteration is one compiled graph with `env.backend: tensorflow`)",
-        )
-        return
     if spec.deploy.policy == AUTO:  # `rlgen run` profiles single and measures the candidates that validate
         yield from _check_auto(spec)
         return
@@ -264,12 +254,13 @@ def _check_pipelined(spec: Spec, flow: Dataflow, policy: DistributionPolicy) -> 
     hint = "use central-inference, which steps every env at once"
     if spec.loop.init is not None:
         for i, lc in enumerate(spec.loop.init.calls):
-            if lc.call.target != "env.reset":
+            # a recurrent network's initial state is zeros per env row, split as the rows are
+            if lc.call.target != "env.reset" and lc.call.method != "initial_state":
                 yield error(
                     "E606",
                     lc.path or ("loop", "init", i),
-                    f"policy '{policy.name}' pipelines env groups, so `init` may only reset the envs, "
-                    f"but it calls {lc.call.target}",
+                    f"policy '{policy.name}' pipelines env groups, so `init` may only reset the envs "
+                    f"(and make recurrent networks' initial states), but it calls {lc.call.target}",
                     hint,
                 )
     for step in flow.calls_to("env.step"):

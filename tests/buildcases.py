@@ -70,8 +70,13 @@ CASE_LIST: tuple[tuple[str, str, int], ...] = (
     ("mappo-simple-tag", "multi-learner", 2),
     ("mappo-simple-tag", "async-actors", 3),
     ("mappo-simple-tag", "agent-groups", 3),
-    # rmappo-simple-spread has recurrent networks: single only in this release (E613)
+    # rmappo-simple-spread has recurrent networks: their states cross every cut as values
     ("rmappo-simple-spread", "single", 1),
+    ("rmappo-simple-spread", "actors-learner", 3),
+    ("rmappo-simple-spread", "central-inference", 3),
+    ("rmappo-simple-spread", "pipelined-inference", 3),
+    ("rmappo-simple-spread", "multi-learner", 2),
+    ("rmappo-simple-spread", "async-actors", 3),
     ("ppo-breakout", "single", 1),
     ("ppo-breakout", "actors-learner", 3),
     ("ppo-breakout", "central-inference", 3),

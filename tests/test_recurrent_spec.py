@@ -1,6 +1,7 @@
 """Recurrent networks in the language (`networks.<n>.recurrent`): the envs' `first` output, the
-carried states matched to their networks by the calls that read them, the checks (E437-E439,
-E613), and the example trained, exported and evaluated under `single` on both env backends."""
+carried states matched to their networks by the calls that read them, the checks (E437-E439),
+the example trained, exported and evaluated on both env backends, and under every distribution
+policy the update recomputing exactly what the actors acted with."""
 
 from __future__ import annotations
 
@@ -70,9 +71,13 @@ def test_in_graph_env_returns_first_as_the_host_env_does():
 
 
 # --- the language -----------------------------------------------------------------------------
-def test_the_example_validates_and_only_under_single():
-    assert codes(TEXT) == []
-    assert codes(TEXT.replace("policy: single ", "policy: actors-learner\n  workers: 3 ")) == ["E613"]
+@pytest.mark.parametrize(
+    ("policy", "workers"),
+    [("single", 1), ("actors-learner", 3), ("async-actors", 3), ("multi-learner", 2), ("central-inference", 3),
+     ("pipelined-inference", 3), ("auto", 3)],
+)  # fmt: skip
+def test_the_example_validates_under_every_policy(policy, workers):
+    assert codes(TEXT.replace("policy: single ", f"policy: {policy}\n  workers: {workers} ")) == []
 
 
 @pytest.mark.parametrize(
@@ -119,6 +124,7 @@ def test_a_recurrent_policy_beside_a_feed_forward_critic(tmp_path):
     text = text.replace("critic.value(state, hv, first) -> value, next_hv", "critic.value(state) -> value")
     text = text.replace("    - critic.initial_state() -> hv\n", "").replace(", hv: next_hv}", "}")
     text = text.replace(INSERT, INSERT.replace(", hv)", ")")).replace(UPDATE, "learner.update(buffer, obs, state)")
+    text = text.replace("send: [buffer, obs, state, hv]", "send: [buffer, obs, state]")
     assert codes(text) == []
     code = built(tmp_path, text)
     assert "memory=(first, h, tf.zeros([BATCH, 0]))" in code
@@ -149,9 +155,9 @@ def test_ippo_without_a_state_stores_first_and_states_after_value(tmp_path):
 
 
 # --- trained, exported, evaluated -------------------------------------------------------------
-def run(tmp_path: Path, *extra: str, iterations: int = 3) -> list[dict]:
+def run(tmp_path: Path, *extra: str, iterations: int = 3, envs: int = 8) -> list[dict]:
     spec = tmp_path / "rmappo.rl.yaml"
-    spec.write_text(TEXT.replace("num_envs: 128 ", "num_envs: 8 "))
+    spec.write_text(TEXT.replace("num_envs: 128 ", f"num_envs: {envs} "))
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "rlgen", "run", str(spec), "--run-dir", str(run_dir), "--quiet"]
     cmd += ["--iterations", str(iterations), *extra]
@@ -202,3 +208,24 @@ def test_learns_in_graph(tmp_path):
     returns = [row["mean_return"] for row in rows if "mean_return" in row]
     assert len(returns) == 40
     assert np.mean(returns[-5:]) > np.mean(returns[:3]) + 3.5, returns
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("horovodrun").exists(), reason="needs scripts/setup.sh")
+@pytest.mark.parametrize(
+    ("policy", "workers"),
+    [("actors-learner", 3), ("async-actors", 3), ("multi-learner", 2), ("central-inference", 3),
+     ("pipelined-inference", 3)],
+)  # fmt: skip
+def test_every_policy_stores_the_states_it_acted_from(tmp_path, policy, workers):
+    """At a learning rate of 1e-12 the weights do not move, so the update's recomputation of the
+    stored chunks, each unrolled from its stored state with `first` applied, must give back the
+    log-probabilities the actors acted with: approx_kl 0 (float noise) and no clipping, on every
+    rank's rows. A state sent, stored, split by env group (pipelined-inference acts for one group
+    from that group's own state) or restarted wrongly breaks it."""
+    rows = run(
+        tmp_path, "--policy", policy, "--workers", str(workers), "--set", "components.learner.lr=1e-12",
+        iterations=2, envs=12,
+    )  # fmt: skip
+    assert len(rows) == 2
+    for row in rows:
+        assert row["approx_kl"] < 1e-9 and row["clip_fraction"] == 0.0, row

@@ -23,6 +23,7 @@ def lower_role(
     step_at = {s.nodes[0]: (f, s) for f in frags for s in f.steps}
     mine = [g for g in groups if {g.src, g.dst} & names and g.first.value != "gradients"]
     buffers = {e.name for e in graph.edges if e.type == "buffer"}
+    memories = {e.name for e in graph.edges if e.type == "buffer" and any(t.name == "first" for t in e.parts)}
     replays = frozenset(n for n, c in ctx.spec.components.items() if c.kind == "replay")
     ops_at: dict[str, list[Op]] = {}
     start: dict[str, Op] = {}
@@ -38,7 +39,7 @@ def lower_role(
         elif t.op == "publish":  # an actor: the newest weights at the start of each iteration
             begin.append(Op("pull", g.dst, value=t.value, op=t.op, peer=g.src, lag=t.lag, mode=t.mode))
         else:
-            ops_at.setdefault(t.at, []).append(_transfer_op(g, names, buffers, replays))
+            ops_at.setdefault(t.at, []).append(_transfer_op(g, names, buffers, replays, memories))
     known = {v for f in frags for s in f.steps for v in (*s.inputs, *s.outputs)}
     known |= {t.value for g in mine for t in g.transfers}
     received = {t.value for g in mine if g.dst in names for t in g.transfers if t.value in buffers}
@@ -283,11 +284,15 @@ def _lap(fdg: FDG, step: Step) -> str:
     return "update" if methods & {"update", "sync_target"} else "inference"
 
 
-def _transfer_op(g: Group, names: set[str], buffers: set[str], replays: frozenset) -> Op:
-    """One line of the rank loop for a group of transfers (one collective or one message)."""
+def _transfer_op(
+    g: Group, names: set[str], buffers: set[str], replays: frozenset, memories: frozenset | set = frozenset()
+) -> Op:
+    """One line of the rank loop for a group of transfers (one collective or one message); a
+    rollout of recurrent networks (``memories``) goes with its memory."""
     t = g.first
     if g.src in names:
-        args = tuple(ArgPlan("rollout" if m.value in buffers else "name", m.value, m.src) for m in g.transfers)
+        kinds = {m.value: "memory" if m.value in memories else "rollout" for m in g.transfers if m.value in buffers}
+        args = tuple(ArgPlan(kinds.get(m.value, "name"), m.value, m.src) for m in g.transfers)
         return Op("send", g.src, value=g.value, args=args, op=t.op, peer=g.dst, mode=t.mode)
     return Op(
         "recv",
