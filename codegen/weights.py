@@ -45,6 +45,10 @@ def network_size(ctx: Context, network: str, output_size: int) -> int | None:
     sizes = [math.prod(inputs), *net.hidden, output_size]
     norms = 2 * sum(sizes[:-1]) if net.layer_norm else 0  # a scale and a shift per normalised feature
     size = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:], strict=True)) + norms
+    if net.recurrent:  # a GRU (3 gates, input and recurrent weights and biases) before the heads
+        h, before = int(net.recurrent["size"]), sizes[-2]
+        size += 3 * (before * h + h * h + 2 * h) + (2 * h if net.recurrent.get("layer_norm", True) else 0)
+        size += (h - before) * output_size  # the heads read the GRU's h units
     env = ctx.spec.env
     return size * ctx.spaces.rows if env.multi_agent and not env.share else size  # one network per agent
 

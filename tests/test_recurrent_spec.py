@@ -154,6 +154,26 @@ def test_ippo_without_a_state_stores_first_and_states_after_value(tmp_path):
     assert "tf.zeros([BATCH]),\n            hv,\n            progress," in code
 
 
+@pytest.mark.parametrize("output_norm", [True, False])
+def test_the_plan_counts_a_recurrent_networks_weights(output_norm):
+    """plan.json's weight sizes (what auto's cost model and the messages use) count the GRU."""
+    import tensorflow as tf
+
+    from rlgen.api import validate_text as validate
+    from rlgen.codegen.context import Context
+    from rlgen.codegen.policies import POLICIES
+    from rlgen.codegen.weights import network_size
+    from rlgen.dsl.envinfo import resolve_spaces
+    from rlgen.runtime.networks import build_network
+
+    text = TEXT.replace("recurrent: {size: 64}", f"recurrent: {{size: 48, layer_norm: {str(output_norm).lower()}}}")
+    result = validate(text)
+    ctx = Context(result.spec, resolve_spaces(result.spec.env)[0], POLICIES["single"])
+    for name, inputs, outputs in (("pi", (18,), 5), ("v", (54,), 1)):
+        net = build_network(result.spec.to_dict()["networks"][name], inputs, outputs)
+        assert network_size(ctx, name, outputs) == sum(int(tf.size(v)) for v in net.trainable_variables)
+
+
 # --- trained, exported, evaluated -------------------------------------------------------------
 def run(tmp_path: Path, *extra: str, iterations: int = 3, envs: int = 8) -> list[dict]:
     spec = tmp_path / "rmappo.rl.yaml"

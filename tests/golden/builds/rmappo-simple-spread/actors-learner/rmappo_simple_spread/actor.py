@@ -34,8 +34,8 @@ Boundary (values in and out of this fragment):
     in  truncated:
         truncated bool[192]
     in  weights:
-        pi float32[5993]
-        v float32[8109]
+        pi float32[31081]
+        v float32[33197]
     out hv:
         hv float32[192, 64]
     out action:

@@ -29,8 +29,8 @@ Boundary (values in and out of this fragment):
         policy_states float32[26, 384, 64]
         value_states float32[26, 384, 64]
     out weights:
-        pi float32[5993]
-        v float32[8109]
+        pi float32[31081]
+        v float32[33197]
 """
 
 from __future__ import annotations
