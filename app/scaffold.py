@@ -169,8 +169,8 @@ def settings_for(algo: str, env_id: str) -> Settings:
     return replace(base, **tuned, zoo=frozenset(tuned))
 
 
-def render(name: str, algo: str, env_id: str) -> str:
-    """The spec's text (not yet validated)."""
+def render(name: str, algo: str, env_id: str, recurrent: bool = False) -> str:
+    """The spec's text (not yet validated); ``recurrent``: GRU networks (mappo and ippo only)."""
     from rlgen.codegen.render import environment
 
     from .scaffold_agents import AGENT_ALGOS, pettingzoo_ref, render_agents
@@ -180,7 +180,9 @@ def render(name: str, algo: str, env_id: str) -> str:
         raise ScaffoldError(f"unknown algorithm '{algo}'; choose from {', '.join(ALGOS)}")
     ref = pettingzoo_ref(env_id)
     if ref is not None or algo in AGENT_ALGOS:
-        return render_agents(name, algo, env_id, ref)
+        return render_agents(name, algo, env_id, ref, recurrent)
+    if recurrent:
+        raise ScaffoldError(f"--recurrent writes GRU networks for mappo and ippo on PettingZoo envs, not {algo}")
     if is_atari(env_id):
         return render_atari(name, algo, env_id)
     facts = env_facts(env_id)
@@ -212,6 +214,7 @@ class InitRequest:
     algo: str | None = None  # default: default_algo(env)
     output: Path | None = None  # default NAME.rl.yaml
     force: bool = False
+    recurrent: bool = False  # mappo/ippo: GRU networks
 
 
 def init(request: InitRequest) -> Path:
@@ -224,7 +227,7 @@ def init(request: InitRequest) -> Path:
     if out.exists() and not request.force:
         raise UsageError(f"{out} exists; choose another name or -o FILE, or --force")
     try:
-        text = render(request.name, request.algo or default_algo(request.env), request.env)
+        text = render(request.name, request.algo or default_algo(request.env), request.env, request.recurrent)
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     result = validate_text(text, str(out))

@@ -107,8 +107,9 @@ def _space(data: dict[str, Any]) -> str:
     return str(data.get("unsupported", data))
 
 
-def render_agents(name: str, algo: str, env: str, ref: str | None) -> str:
-    """The spec's text for MAPPO or IPPO on a PettingZoo env (not yet validated)."""
+def render_agents(name: str, algo: str, env: str, ref: str | None, recurrent: bool = False) -> str:
+    """The spec's text for MAPPO or IPPO on a PettingZoo env (not yet validated); ``recurrent``:
+    GRU networks, and rollouts of one episode and its reset row (``steps + 1`` rows)."""
     from rlgen.codegen.render import environment
 
     if algo not in AGENT_ALGOS:
@@ -122,13 +123,16 @@ def render_agents(name: str, algo: str, env: str, ref: str | None) -> str:
     facts = agent_facts(ref, s.kwargs)
     jinja = environment()
     jinja.filters["flow"] = flow
-    per_iteration = s.steps * s.num_envs
+    rows = s.steps + 1 if recurrent else s.steps
+    per_iteration = rows * s.num_envs
     total = -(-s.total_steps // per_iteration) * per_iteration
     return jinja.get_template("init_agents.rl.yaml.j2").render(
         name=name,
         algo=algo,
         env=facts,
         s=s,
+        recurrent=recurrent,
+        rows=rows,
         known=ref in REFERENCE,
         total_steps=total,
         iterations=total // per_iteration,

@@ -58,7 +58,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     from rlgen.app.scaffold import InitRequest, default_algo, init
 
     algo = args.algo or default_algo(args.env)
-    out = init(InitRequest(args.name, args.env, algo, Path(args.output) if args.output else None, args.force))
+    output = Path(args.output) if args.output else None
+    out = init(InitRequest(args.name, args.env, algo, output, args.force, args.recurrent))
     print(f"wrote {out} ({algo} on {args.env}); it validates. Train it: rlgen run {out}")
     return EXIT_OK
 
@@ -112,6 +113,11 @@ def register(sub) -> None:  # noqa: ANN001 - argparse's sub-parsers
         metavar="ENV_ID",
         help="a gymnasium env id, e.g. CartPole-v1; or a PettingZoo env: simple_spread_v3 "
         "(mpe2.simple_spread_v3), a module such as mpe2.simple_spread_v3, or pkg.module:factory",
+    )
+    p.add_argument(
+        "--recurrent",
+        action="store_true",
+        help="mappo/ippo: GRU policy and critic (the reference's rmappo), rollouts of whole episodes",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default NAME.rl.yaml)")
     p.add_argument("--force", action="store_true", help="overwrite FILE")

@@ -102,6 +102,39 @@ def test_the_written_file_is_deterministic(tmp_path):
         (tmp_path / "a.rl.yaml").unlink()
 
 
+def test_recurrent_mappo_is_the_rmappo_example_setting_for_setting():
+    """`rlgen init --recurrent` writes the reference's rmappo: examples/rmappo-simple-spread.rl.yaml."""
+    text = render("rmappo-spread", "mappo", "simple_spread_v3", recurrent=True)
+    result = validate_text(text, "init.rl.yaml")
+    assert result.ok and not result.diagnostics, [d.message for d in result.diagnostics]
+    ours, theirs = result.spec, validate_file(ROOT / "examples" / "rmappo-simple-spread.rl.yaml").spec
+    assert ours.networks == theirs.networks and ours.networks["pi"].recurrent == {"size": 64, "layer_norm": True}
+    for name in ("actor", "critic", "buffer", "learner"):
+        assert ours.components[name].settings == theirs.components[name].settings, name
+    assert ours.loop == theirs.loop and ours.partitions == theirs.partitions
+
+
+def test_recurrent_is_for_the_agent_learners(tmp_path):
+    r = rlgen("init", "a", "--algo", "ppo", "--env", "CartPole-v1", "--recurrent", cwd=tmp_path)
+    assert r.returncode != 0 and "mappo and ippo" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "a.rl.yaml").exists()
+
+
+@pytest.mark.parametrize("algo", ["mappo", "ippo"])
+def test_the_recurrent_spec_trains(tmp_path, algo):
+    r = rlgen("init", "agents", "--algo", algo, "--env", "simple_spread_v3", "--recurrent", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = rlgen(
+        "run", "agents.rl.yaml", "--iterations", 2, "--set", "env.num_envs=8", "--run-dir", "run", "--quiet",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    import json
+
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["env_steps"] for row in rows if "mean_return" in row][-1] == 2 * 26 * 8
+
+
 @pytest.mark.parametrize("algo", ["mappo", "ippo"])
 def test_the_written_spec_builds_and_trains_under_single(tmp_path, algo):
     r = rlgen("init", "agents", "--algo", algo, "--env", "simple_spread_v3", cwd=tmp_path)
