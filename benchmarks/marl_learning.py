@@ -42,7 +42,10 @@ def train(spec: Path, seed: int, steps: int, sets: list[str], run_dir: Path, rer
     info = run_dir / "run.json"
     if not rerun and info.exists():
         done = json.loads(info.read_text())
-        if done.get("status") == "finished" and done.get("env_steps", 0) >= steps:
+        resolved = run_dir / "spec.resolved.json"
+        budget = json.loads(resolved.read_text())["train"]["total_steps"] if resolved.exists() else None
+        # finished on this budget (a budget that is not whole iterations stops at the last whole one)
+        if done.get("status") == "finished" and (budget == steps or done.get("env_steps", 0) >= steps):
             print(f"  seed {seed}: reusing the finished run in {run_dir}")
             return
     cmd = [sys.executable, "-m", "rlgen", "run", str(spec), "--seed", str(seed)]
