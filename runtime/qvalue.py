@@ -23,7 +23,9 @@ from .tfutil import numpy_caller
 @dataclass(frozen=True)
 class Exploration:
     """ε moving linearly from ``initial`` to ``final`` over the first ``fraction`` of
-    training, then constant (SB3's ``get_linear_fn(initial, final, fraction)``).
+    training, then constant (SB3's ``get_linear_fn(initial, final, fraction)``); before
+    ``random_until`` ε is 1, every action uniformly random (SB3's DQN before
+    ``learning_starts``, whatever the schedule says there).
 
     Called with ``progress`` = steps taken / total steps, in [0, 1].
     """
@@ -31,18 +33,26 @@ class Exploration:
     initial: float = 1.0
     final: float = 0.05
     fraction: float = 0.1
+    random_until: float = 0.0
 
     def __call__(self, progress: float) -> float:
+        if progress < self.random_until:
+            return 1.0
         if self.fraction <= 0.0 or progress > self.fraction:
             return float(self.final)
         return float(self.initial + max(progress, 0.0) * (self.final - self.initial) / self.fraction)
 
     def epsilon(self, progress: tf.Tensor) -> tf.Tensor:
         """The same schedule in TensorFlow ops (for a compiled acting step)."""
+        progress = tf.cast(progress, tf.float32)
         if self.fraction <= 0.0:
-            return tf.constant(self.final, tf.float32)
-        done = tf.clip_by_value(tf.cast(progress, tf.float32) / self.fraction, 0.0, 1.0)
-        return self.initial + done * (self.final - self.initial)
+            eps = tf.constant(self.final, tf.float32)
+        else:
+            done = tf.clip_by_value(progress / self.fraction, 0.0, 1.0)
+            eps = self.initial + done * (self.final - self.initial)
+        if self.random_until > 0.0:
+            eps = tf.where(progress < self.random_until, 1.0, eps)
+        return eps
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None) -> Exploration:
@@ -52,6 +62,7 @@ class Exploration:
             float(spec.get("initial", cls.initial)),
             float(spec.get("final", cls.final)),
             float(spec.get("fraction", cls.fraction)),
+            float(spec.get("random_until", cls.random_until)),
         )
 
 

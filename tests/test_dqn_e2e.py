@@ -34,6 +34,8 @@ def spec(
         text = re.sub(r"final: 0.04 ", "final: 0.0 ", text)
         text = text.replace("  policy: single", "  policy: single\n  lag: 0")  # actors act on the newest weights
     text = re.sub(r"after: 1000 ", f"after: {learning_starts} ", text)
+    # greedy: no random steps either (each replica would draw its own random actions)
+    text = re.sub(r"random_steps: 1000 ", f"random_steps: {0 if greedy else learning_starts} ", text)
     text = re.sub(r"eval: \{every: \d+, episodes: \d+", f"eval: {{every: {eval_every}, episodes: 3", text)
     assert text.count(f"after: {learning_starts} ") == 2
     path = tmp_path / "dqn.rl.yaml"
@@ -42,14 +44,22 @@ def spec(
 
 
 def run(
-    tmp_path: Path, policy: str, workers: int, iterations: int, eval_every: int = 0, greedy: bool = False
+    tmp_path: Path,
+    policy: str,
+    workers: int,
+    iterations: int,
+    eval_every: int = 0,
+    greedy: bool = False,
+    sets: tuple[str, ...] = (),
+    name: str = "",
 ) -> list[dict]:
-    run_dir = tmp_path / f"run-{policy}"
+    run_dir = tmp_path / f"run-{policy}{name}"
     path = spec(tmp_path, eval_every=eval_every, greedy=greedy)
     r = subprocess.run(
         [sys.executable, "-m", "rlgen", "run", str(path), "--policy", policy, "--workers", str(workers)]
-        + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}")]
-        + ["--iterations", str(iterations), "--quiet"],
+        + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}{name}")]
+        + ["--iterations", str(iterations), "--quiet"]
+        + [a for s in sets for a in ("--set", s)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -99,3 +109,34 @@ def test_actors_send_the_learner_the_transitions_it_would_collect_itself(tmp_pat
 def test_multi_learner_trains_one_replay_per_rank(tmp_path):
     rows = run(tmp_path, "multi-learner", 2, 4)
     assert rows[-1]["loss"] is not None and rows[-1]["env_steps"] == 4 * 512
+
+
+def test_random_steps_act_uniformly_before_learning_whatever_epsilon_says(tmp_path, monkeypatch):
+    """SB3's DQN acts uniformly at random before learning_starts; ``random_steps`` does the
+    same, in the generated acting step. With ε 0 throughout (greedy), the actions for one
+    observation are uniform before ``random_steps`` env steps and all the greedy one after."""
+    import importlib
+
+    import numpy as np
+
+    from rlgen.api import validate_file
+    from rlgen.codegen.build import build
+
+    path = spec(tmp_path, num_envs=1, learning_starts=1000)
+    text = path.read_text().replace("initial: 1.0 ", "initial: 0.0 ").replace("final: 0.04 ", "final: 0.0 ")
+    total = int(re.search(r"total_steps: (\d+)", text).group(1))
+    path.write_text(text)
+    out = tmp_path / "build"
+    build(validate_file(path, policy="single"), out)
+    (out / "dqn_cartpole").rename(out / "rlgen_random_steps_dqn")
+    monkeypatch.syspath_prepend(str(out))
+    agent = importlib.import_module("rlgen_random_steps_dqn.agent").AgentFragment(seed=3)
+    obs = np.full((1, 4), 0.02, np.float32)
+
+    def actions(steps: int) -> np.ndarray:
+        progress = np.float32(steps / total)
+        return np.array([np.asarray(agent.collect_q_act(obs, progress)).reshape(-1)[0] for _ in range(400)])
+
+    before, after = actions(500), actions(1500)
+    assert 0.4 < before.mean() < 0.6  # two actions, uniform: 400 draws, sd 0.025
+    assert len(set(after)) == 1  # greedy: one action, always

@@ -122,6 +122,17 @@ def test_exploration_schedule_matches_sb3_linear_fn() -> None:
     assert Exploration(0.5, 0.1, 0.0)(0.0) == 0.1
 
 
+def test_exploration_is_one_before_random_until_in_python_and_in_graph() -> None:
+    sched = Exploration(1.0, 0.01, 0.1, random_until=0.2)  # SB3: learning_starts after ε's decay
+    for progress, want in ((0.0, 1.0), (0.05, 1.0), (0.19, 1.0), (0.2, 0.01), (0.5, 0.01)):
+        assert sched(progress) == pytest.approx(want)
+        assert float(sched.epsilon(tf.constant(progress))) == pytest.approx(want)
+    early = Exploration(1.0, 0.01, 0.1, random_until=0.02)  # before it: 1; after: the schedule
+    assert early(0.01) == 1.0 and early(0.05) == pytest.approx(Exploration(1.0, 0.01, 0.1)(0.05))
+    assert float(early.epsilon(tf.constant(0.05))) == pytest.approx(early(0.05))
+    assert Exploration.from_spec({"random_until": 0.3}).random_until == 0.3
+
+
 def test_q_act_greedy_and_epsilon() -> None:
     net = build_network({"hidden": [8], "activation": "relu"}, (4,), 3, seed=1)
     q = QNetwork(net, 3, seed=0)

@@ -229,13 +229,13 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
     if kind in ALGORITHMS and node.method == "update":
         data = node.inputs[0]
         options["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
+    random_until = _random_until(ctx, node.component)
     if kind == "qvalue":
         options["exploration"] = resolved(ctx.spec)["components"][node.component]["exploration"]
-    if kind == "policy" and ctx.spec.components[node.component].get("random_steps"):
-        # progress is iterations done / iterations: random in the iterations before random_steps env steps
-        options["random_until"] = int(ctx.spec.components[node.component].get("random_steps")) / max(
-            1, ctx.spec.train.total_steps
-        )
+        if random_until is not None:  # ε = 1 before it
+            options["exploration"] = {**options["exploration"], "random_until": random_until}
+    if kind == "policy" and random_until is not None:
+        options["random_until"] = random_until
     if kind == "replay" and node.method == "sample":
         options["batches"] = gradient_steps(fdg, node.block)
         options["batch_size"] = int(ctx.spec.components[node.component].get("batch_size"))
@@ -247,6 +247,15 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
     if kind == "rollout" and node.method == "insert":
         inputs = inputs + ("0.0",) * (7 - len(inputs))
     return CallPlan(node.path, node.text, node.component, node.method, kind, inputs, tuple(node.outputs), options)
+
+
+def _random_until(ctx: Context, component: str) -> float | None:
+    """The training progress before which a policy or qvalue with ``random_steps`` acts
+    uniformly at random (progress is iterations done / iterations: random in the iterations
+    before ``random_steps`` env steps); None without it."""
+    comp = ctx.spec.components.get(component)
+    steps = comp.get("random_steps") if comp is not None and comp.kind in ("policy", "qvalue") else None
+    return int(steps) / max(1, ctx.spec.train.total_steps) if steps else None
 
 
 def _memory(ctx: Context, node: Any, kind: str) -> dict[str, Any] | None:
