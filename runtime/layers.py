@@ -55,7 +55,21 @@ def he_normal(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) 
     return (gain * math.sqrt(2.0 / fan_in) * rng.standard_normal((fan_in, fan_out))).astype(np.float32)
 
 
-INITIALIZERS = {"orthogonal": orthogonal, "glorot_uniform": glorot_uniform, "he_normal": he_normal}
+def torch_uniform(fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> np.ndarray:
+    """PyTorch's default weights for ``nn.Linear`` and ``nn.Conv2d`` (``kaiming_uniform_`` with
+    ``a=sqrt(5)``): uniform in ``±1 / sqrt(fan_in)``, scaled by ``gain``. What Stable-Baselines3's
+    DQN, SAC and TD3 networks start from (only its actor-critic policies draw orthogonal
+    weights). Biases stay zero here; PyTorch draws them from the same range."""
+    limit = gain / math.sqrt(fan_in)
+    return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+
+INITIALIZERS = {
+    "orthogonal": orthogonal,
+    "glorot_uniform": glorot_uniform,
+    "he_normal": he_normal,
+    "torch_uniform": torch_uniform,
+}
 
 
 def check_activation_init(activation: str, init: str) -> None:

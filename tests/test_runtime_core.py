@@ -154,6 +154,20 @@ def test_mlp_orthogonal_init_and_custom_factory() -> None:
         build_network({"kind": "custom", "impl": "no_colon"}, (3,), 5)
 
 
+def test_torch_uniform_init_is_pytorchs_default_weight_range() -> None:
+    """PyTorch's nn.Linear and nn.Conv2d weights: U(±1/sqrt(fan_in)) (kaiming_uniform_, a=sqrt(5))."""
+    mlp = build_network({"kind": "mlp", "hidden": [256, 256], "init": "torch_uniform"}, (4,), 3, 1.0, seed=2)
+    for layer, fan_in in ((mlp.hidden[0], 4), (mlp.hidden[1], 256), (mlp.head, 256)):
+        w = layer.w.numpy()
+        bound = 1.0 / math.sqrt(fan_in)
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound  # the whole range, no gain
+        assert w.std() == pytest.approx(bound / math.sqrt(3.0), rel=0.15)  # uniform, not normal
+        assert not layer.b.numpy().any()
+    cnn = build_network({"kind": "cnn", "init": "torch_uniform"}, (4, 84, 84), 4, 1.0, seed=2)
+    conv = cnn.convs[0].w.numpy()  # [8, 8, 4, 32]: fan_in 8 * 8 * 4
+    assert np.abs(conv).max() <= 1 / 16 and conv.std() == pytest.approx(1 / 16 / math.sqrt(3.0), rel=0.05)
+
+
 def test_a_custom_factory_that_takes_a_seed_gets_the_networks(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
     config = {"kind": "custom", "impl": "custom_nets:ResidualMLP", "args": {"width": 16, "blocks": 1}}
