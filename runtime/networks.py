@@ -254,36 +254,23 @@ def build_network(
     """
     kind = config.get("kind", "mlp")
     heads = output_heads(output_size, output_gain)
-    if kind == "mlp" and config.get("recurrent"):
+    if kind == "mlp":
+        hidden = config.get("hidden", (64, 64))
+        common: dict[str, Any] = dict(
+            activation=config.get("activation", "tanh"),
+            init=config.get("init", "orthogonal"),
+            output_gain=output_gain,
+            seed=seed,
+            name=name,
+            layer_norm=bool(config.get("layer_norm", False)),
+        )
+        recurrent = config.get("recurrent")
+        if not recurrent:
+            return MLP(input_shape, hidden, output_size, agents=agents, **common)
         if agents is not None:
             raise ValueError("a recurrent network is shared by every agent: build it without agents=")
-        recurrent = config["recurrent"]
-        return RecurrentMLP(
-            input_shape,
-            config.get("hidden", (64, 64)),
-            int(recurrent["size"]),
-            output_size,
-            activation=config.get("activation", "tanh"),
-            init=config.get("init", "orthogonal"),
-            output_gain=output_gain,
-            seed=seed,
-            name=name,
-            layer_norm=bool(config.get("layer_norm", False)),
-            output_norm=bool(recurrent.get("layer_norm", True)),
-        )
-    if kind == "mlp":
-        return MLP(
-            input_shape,
-            config.get("hidden", (64, 64)),
-            output_size,
-            activation=config.get("activation", "tanh"),
-            init=config.get("init", "orthogonal"),
-            output_gain=output_gain,
-            seed=seed,
-            name=name,
-            layer_norm=bool(config.get("layer_norm", False)),
-            agents=agents,
-        )
+        output_norm = bool(recurrent.get("layer_norm", True))
+        return RecurrentMLP(input_shape, hidden, int(recurrent["size"]), output_size, output_norm=output_norm, **common)
     if kind == "custom":
         if agents is not None:
             raise ValueError(

@@ -120,10 +120,8 @@ def test_recurrent_is_for_the_agent_learners(tmp_path):
     assert not (tmp_path / "a.rl.yaml").exists()
 
 
-@pytest.mark.parametrize("algo", ["mappo", "ippo"])
-def test_the_recurrent_spec_trains(tmp_path, algo):
-    r = rlgen("init", "agents", "--algo", algo, "--env", "simple_spread_v3", "--recurrent", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+def trained_steps(tmp_path) -> int:
+    """Train the written agents.rl.yaml for 2 iterations on 8 env copies; its env steps."""
     r = rlgen(
         "run", "agents.rl.yaml", "--iterations", 2, "--set", "env.num_envs=8", "--run-dir", "run", "--quiet",
         cwd=tmp_path,
@@ -132,7 +130,14 @@ def test_the_recurrent_spec_trains(tmp_path, algo):
     import json
 
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [row["env_steps"] for row in rows if "mean_return" in row][-1] == 2 * 26 * 8
+    return [row["env_steps"] for row in rows if "mean_return" in row][-1]
+
+
+@pytest.mark.parametrize("algo", ["mappo", "ippo"])
+def test_the_recurrent_spec_trains(tmp_path, algo):
+    r = rlgen("init", "agents", "--algo", algo, "--env", "simple_spread_v3", "--recurrent", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert trained_steps(tmp_path) == 2 * 26 * 8
 
 
 @pytest.mark.parametrize("algo", ["mappo", "ippo"])
@@ -142,15 +147,7 @@ def test_the_written_spec_builds_and_trains_under_single(tmp_path, algo):
     r = rlgen("build", "agents.rl.yaml", "-o", "build", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "build" / "plan.json").is_file()
-    r = rlgen(
-        "run", "agents.rl.yaml", "--iterations", 2, "--set", "env.num_envs=8", "--run-dir", "run", "--quiet",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    import json
-
-    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [row["env_steps"] for row in rows if "mean_return" in row][-1] == 2 * 25 * 8
+    assert trained_steps(tmp_path) == 2 * 25 * 8
 
 
 def test_init_never_imports_tensorflow(tmp_path):
