@@ -145,3 +145,13 @@ def build_case(example: Path, policy: str, workers: int):
     result = validate_file(example, policy=policy, workers=workers)
     assert result.ok, [f"{d.line}:{d.column} {d.code} {d.message}" for d in result.diagnostics]
     return build(result)
+
+
+def build_importable(spec: Path, policy: str, workers: int, out: Path, unique: str, monkeypatch) -> tuple[str, object]:
+    """Build ``spec`` into ``out`` as a package named ``unique`` (so that builds of one example
+    do not collide in ``sys.modules``) on ``sys.path``; ``(unique, build result)``."""
+    done = build(validate_file(spec, policy=policy, workers=workers), out)
+    package = next(p.parent.name for p in out.glob("*/main.py"))
+    (out / package).rename(out / unique)
+    monkeypatch.syspath_prepend(str(out))
+    return unique, done

@@ -9,10 +9,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from buildcases import CASES, IDS  # noqa: E402
-
-from rlgen.api import validate_file  # noqa: E402
-from rlgen.codegen.build import build  # noqa: E402
+from buildcases import CASES, IDS, build_importable  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 
@@ -26,12 +23,9 @@ def horovod():
 
 @pytest.mark.parametrize(("example", "policy", "workers"), CASES, ids=IDS)
 def test_generated_modules_import_and_trace(example, policy, workers, tmp_path, monkeypatch, horovod):
-    out = tmp_path / "build"
-    done = build(validate_file(example, policy=policy, workers=workers), out)
-    package = next(p.parent.name for p in out.glob("*/main.py"))
-    unique = f"rlgen_trace_{package}_{policy.replace('-', '_')}"
-    (out / package).rename(out / unique)
-    monkeypatch.syspath_prepend(str(out))
+    name = example.name.removesuffix(".rl.yaml").replace("-", "_")
+    unique = f"rlgen_trace_{name}_{policy.replace('-', '_')}"
+    unique, done = build_importable(example, policy, workers, tmp_path / "build", unique, monkeypatch)
     monkeypatch.syspath_prepend(str(ROOT / "examples"))  # custom_nets, as `rlgen run` would need
     try:
         main = importlib.import_module(f"{unique}.main")

@@ -44,22 +44,14 @@ def spec(
 
 
 def run(
-    tmp_path: Path,
-    policy: str,
-    workers: int,
-    iterations: int,
-    eval_every: int = 0,
-    greedy: bool = False,
-    sets: tuple[str, ...] = (),
-    name: str = "",
+    tmp_path: Path, policy: str, workers: int, iterations: int, eval_every: int = 0, greedy: bool = False
 ) -> list[dict]:
-    run_dir = tmp_path / f"run-{policy}{name}"
+    run_dir = tmp_path / f"run-{policy}"
     path = spec(tmp_path, eval_every=eval_every, greedy=greedy)
     r = subprocess.run(
         [sys.executable, "-m", "rlgen", "run", str(path), "--policy", policy, "--workers", str(workers)]
-        + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}{name}")]
-        + ["--iterations", str(iterations), "--quiet"]
-        + [a for s in sets for a in ("--set", s)],
+        + ["--run-dir", str(run_dir), "--build-dir", str(tmp_path / f"build-{policy}")]
+        + ["--iterations", str(iterations), "--quiet"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -118,19 +110,14 @@ def test_random_steps_act_uniformly_before_learning_whatever_epsilon_says(tmp_pa
     import importlib
 
     import numpy as np
-
-    from rlgen.api import validate_file
-    from rlgen.codegen.build import build
+    from buildcases import build_importable
 
     path = spec(tmp_path, num_envs=1, learning_starts=1000)
     text = path.read_text().replace("initial: 1.0 ", "initial: 0.0 ").replace("final: 0.04 ", "final: 0.0 ")
     total = int(re.search(r"total_steps: (\d+)", text).group(1))
     path.write_text(text)
-    out = tmp_path / "build"
-    build(validate_file(path, policy="single"), out)
-    (out / "dqn_cartpole").rename(out / "rlgen_random_steps_dqn")
-    monkeypatch.syspath_prepend(str(out))
-    agent = importlib.import_module("rlgen_random_steps_dqn.agent").AgentFragment(seed=3)
+    unique, _ = build_importable(path, "single", 1, tmp_path / "build", "rlgen_random_steps_dqn", monkeypatch)
+    agent = importlib.import_module(f"{unique}.agent").AgentFragment(seed=3)
     obs = np.full((1, 4), 0.02, np.float32)
 
     def actions(steps: int) -> np.ndarray:

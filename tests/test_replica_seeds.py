@@ -10,20 +10,15 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from rlgen.api import validate_file  # noqa: E402
-from rlgen.codegen.build import build  # noqa: E402
+
+from buildcases import build_importable  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 
 
 def _actor_class(example: str, tmp_path, monkeypatch):
-    out = tmp_path / "build"
-    result = validate_file(ROOT / "examples" / example, policy="actors-learner", workers=2)
-    build(result, out)
-    package = next(p.parent.name for p in out.glob("*/main.py"))
-    unique = f"rlgen_seeds_{package}"
-    (out / package).rename(out / unique)
-    monkeypatch.syspath_prepend(str(out))
+    unique = f"rlgen_seeds_{example.removesuffix('.rl.yaml').replace('-', '_')}"
+    build_importable(ROOT / "examples" / example, "actors-learner", 2, tmp_path / "build", unique, monkeypatch)
     return importlib.import_module(f"{unique}.actor").ActorFragment
 
 

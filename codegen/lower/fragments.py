@@ -253,8 +253,8 @@ def _random_until(ctx: Context, component: str) -> float | None:
     """The training progress before which a policy or qvalue with ``random_steps`` acts
     uniformly at random (progress is iterations done / iterations: random in the iterations
     before ``random_steps`` env steps); None without it."""
-    comp = ctx.spec.components.get(component)
-    steps = comp.get("random_steps") if comp is not None and comp.kind in ("policy", "qvalue") else None
+    comp = ctx.spec.components.get(component)  # None: the env
+    steps = comp.get("random_steps") if comp is not None else None
     return int(steps) / max(1, ctx.spec.train.total_steps) if steps else None
 
 

@@ -284,9 +284,7 @@ def _lap(fdg: FDG, step: Step) -> str:
     return "update" if methods & {"update", "sync_target"} else "inference"
 
 
-def _transfer_op(
-    g: Group, names: set[str], buffers: set[str], replays: frozenset, memories: frozenset | set = frozenset()
-) -> Op:
+def _transfer_op(g: Group, names: set[str], buffers: set[str], replays: frozenset, memories: set[str]) -> Op:
     """One line of the rank loop for a group of transfers (one collective or one message); a
     rollout of recurrent networks (``memories``) goes with its memory."""
     t = g.first
