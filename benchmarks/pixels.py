@@ -8,10 +8,11 @@ run's metrics.jsonl, with the time per part (update, env, inference, comm) of th
 Evaluation and checkpoints are off (``train.eval.every`` and ``train.checkpoint.every`` past
 the run).
 
-Memory: a fresh process (NumPy and the buffer only, no TensorFlow) fills a FrameReplayBuffer
-of 100k transitions (obs ``[4, 84, 84]`` uint8) from one env whose stacks roll one random
-84x84 frame per step, with an episode end every 1,000 steps, and prints its peak RSS from
-``resource.getrusage`` before and after, and the frames' bytes.
+Memory (``--memory`` runs only this): a fresh process fills a FrameReplayBuffer of 100k
+transitions (obs ``[4, 84, 84]`` uint8) from one ``ALE/Pong-v5`` env under the atari preset with
+uniformly random actions, once with the frames plain and once zlib-compressed (``compress``),
+and prints the frames' bytes, its peak RSS from ``resource.getrusage`` before and after, the
+time a stored transition takes and the time of ``sample(32)`` (the mean of 200).
 
 Backends: rlgen's ``VectorEnv`` of 8 ``ALE/Breakout-v5`` envs under the atari preset on
 ``backend: gymnasium`` and ``backend: envpool`` (when installed), stepped with uniformly random
@@ -21,11 +22,12 @@ the rounds. ``--backends`` runs only this.
 
 Whole process (``--dqn-steps N``): ``rlgen run examples/dqn-pong.rl.yaml`` (the Zoo's settings:
 replay of 100k transitions, learning from step 100k) for N env steps, evaluation and periodic
-checkpoints off, in a child process tree; its peak RSS is ``resource.getrusage(RUSAGE_CHILDREN)``'s
-``ru_maxrss`` after it ends (the largest process of the tree: the rank holding TensorFlow, the
-Q-network, the env and the replay), with the replay's fill read from the run. N = 110,000 fills
-the replay and runs 2,500 updates past learning starts (with ``--dqn-envs 1``, the Zoo's; more
-envs fill the replay sooner, with the same replay and network). ``--dqn-steps`` runs only this.
+checkpoints off, with the replay plain and compressed one after the other (``--dqn-replay``),
+each in its own child process tree; its peak RSS is ``ru_maxrss`` of that tree's largest process
+(the rank holding TensorFlow, the Q-network, the env and the replay), with steps/s and the
+update and env seconds from the run's metrics. N = 110,000 fills the replay and runs 2,500
+updates past learning starts (with ``--dqn-envs 1``, the Zoo's; more envs fill the replay
+sooner, with the same replay and network). ``--dqn-steps`` runs only this.
 
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
     .venv/bin/python benchmarks/pixels.py --dqn-steps 110000
@@ -75,24 +77,29 @@ def speed(policy: str, workers: int, iterations: int, scratch: Path, backend: st
 
 
 MEMORY = r"""
-import resource, sys
+import resource, sys, time
 import numpy as np
+from rlgen.runtime.envs import VectorEnv
 from rlgen.runtime.framereplay import FrameReplayBuffer
-n = int(sys.argv[1])
+n, compress = int(sys.argv[1]), sys.argv[2] == "1"
+env = VectorEnv("ALE/Pong-v5", 1, seed=0, preset="atari")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-buf = FrameReplayBuffer(n, (4, 84, 84), (), np.int32, num_envs=1, seed=0)
+buf = FrameReplayBuffer(n, (4, 84, 84), (), np.int32, num_envs=1, seed=0, compress=compress)
 rng = np.random.default_rng(0)
-obs = rng.integers(0, 256, (1, 4, 84, 84), dtype=np.uint8)
-for t in range(n):
-    if t % 1000 == 999:  # an episode ends: the next stack starts afresh
-        nxt = np.repeat(rng.integers(0, 256, (1, 1, 84, 84), dtype=np.uint8), 4, axis=1)
-    else:
-        nxt = np.concatenate([obs[:, 1:], rng.integers(0, 256, (1, 1, 84, 84), dtype=np.uint8)], axis=1)
-    buf.insert(obs, np.zeros(1, np.int32), np.zeros(1, np.float32), nxt, np.zeros(1, np.float32))
+obs, inserting = env.reset(), 0.0
+while buf.inserted < n:
+    action = rng.integers(0, env.action_space.n, 1).astype(np.int32)
+    nxt, reward, terminated, truncated = env.step(action)
+    start = time.perf_counter()
+    buf.record(obs, action, reward, nxt, terminated, truncated)
+    inserting += time.perf_counter() - start
     obs = nxt
-batch = buf.sample(32)
+start = time.perf_counter()
+for _ in range(200):
+    batch = buf.sample(32)
+sampling = (time.perf_counter() - start) / 200
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(before, after, buf.frames.nbytes, buf.size, batch.obs.shape, batch.obs.dtype)
+print(before, after, buf.frame_bytes, buf.size, inserting / n, sampling, batch.obs.shape, batch.obs.dtype)
 """
 
 
@@ -133,38 +140,110 @@ def print_backends(rounds: int, steps: int) -> None:
     print(f"Atari backends, 8 envs of ALE/Breakout-v5 (atari preset), random actions, env steps/s: {line}{ratio}")
 
 
-def memory(transitions: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", MEMORY, str(transitions)], capture_output=True, text=True, check=True)
-    before, after, frames, size, *_ = r.stdout.split()
-    return {"before_kb": int(before), "peak_kb": int(after), "frames_bytes": int(frames), "size": int(size)}
+def memory(transitions: int, compress: bool) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-c", MEMORY, str(transitions), "1" if compress else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    before, after, frames, size, insert_s, sample_s, *_ = r.stdout.split()
+    return {
+        "before_kb": int(before),
+        "peak_kb": int(after),
+        "frames_bytes": int(frames),
+        "size": int(size),
+        "insert_us": float(insert_s) * 1e6,
+        "sample_ms": float(sample_s) * 1e3,
+    }
 
 
-def dqn_process(steps: int, envs: int) -> None:
-    """Train DQN Pong for ``steps`` env steps on ``envs`` envs in a child process tree; print its peak RSS."""
-    import resource
+def print_memory(transitions: int) -> None:
+    """The replay alone, filled from ALE/Pong-v5 (random actions), plain and compressed."""
+    print(
+        f"DQN Atari replay alone (FrameReplayBuffer, {transitions:,} transitions of [4, 84, 84] uint8 from "
+        "ALE/Pong-v5 under the atari preset, random actions; 'before' is the process before filling, with ALE "
+        "and the TensorFlow libraries rlgen's env module loads):"
+    )
+    print(f"  {'replay':<11} {'frames':>9} {'peak RSS':>9} {'before':>7} {'insert us':>10} {'sample(32) ms':>14}")
+    for name, flag in (("plain", False), ("compressed", True)):
+        m = memory(transitions, flag)
+        print(
+            f"  {name:<11} {m['frames_bytes'] / 2**20:>5.0f} MiB {m['peak_kb'] / 2**10:>5.0f} MiB "
+            f"{m['before_kb'] / 2**10:>3.0f} MiB {m['insert_us']:>10.1f} {m['sample_ms']:>14.2f}"
+        )
 
+
+#: Runs a command and writes its process tree's peak RSS (the largest process's, KiB) to argv[1].
+PEAK = r"""
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(rc)
+"""
+
+
+def dqn_process(steps: int, envs: int, compress: bool) -> dict | None:
+    """Train DQN Pong for ``steps`` env steps on ``envs`` envs in a child process tree, with the
+    replay's frames compressed or not; its peak RSS, speed and time per part (None if it failed)."""
     example = ROOT / "examples" / "dqn-pong.rl.yaml"
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "dqn-pong"
+        run_dir, peak = Path(tmp) / "dqn-pong", Path(tmp) / "peak"
         cmd = [sys.executable, "-m", "rlgen", "run", str(example), "--set", f"train.total_steps={steps}"]
-        cmd += ["--set", f"env.num_envs={envs}"]
+        cmd += ["--set", f"env.num_envs={envs}", "--set", f"components.replay.compress={str(compress).lower()}"]
         cmd += ["--set", "train.eval.every=1000000000", "--set", "train.checkpoint.every=1000000000"]
         cmd += ["--run-dir", str(run_dir), "--quiet"]
         start = time.perf_counter()
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+        r = subprocess.run(
+            [sys.executable, "-c", PEAK, str(peak), *cmd],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
         wall = time.perf_counter() - start
-        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         if r.returncode != 0:
             print(f"DQN Pong whole process: FAILED (exit {r.returncode}): {(r.stderr or r.stdout)[-500:]}")
-            return
+            return None
         info = json.loads((run_dir / "run.json").read_text())
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         learned = [row for row in rows if row.get("loss") is not None]
+        timed = [row for row in rows if "env_steps" in row and "time" in row]
+        return {
+            "steps": info["env_steps"],
+            "wall": wall,
+            "train_s": timed[-1]["time"] if timed else float("nan"),
+            "updates_rows": len(learned),
+            "peak_kb": int(peak.read_text()),
+            **{p: sum(row.get(p, 0.0) for row in rows) for p in PARTS},
+        }
+
+
+def print_dqn(steps: int, envs: int, compress: str) -> None:
+    """DQN Pong's whole process with the replay plain and/or compressed, one after the other."""
+    runs = {"plain": False, "compressed": True}
+    runs = {k: v for k, v in runs.items() if compress == "both" or k == compress}
     print(
-        f"DQN Pong whole process (examples/dqn-pong.rl.yaml, {envs} env(s), replay 100k, learning starts 100k): "
-        f"{info['env_steps']:,} env steps in {wall:.0f} s ({len(learned)} metric rows with updates); "
-        f"peak RSS of the largest process {peak_kb / 2**10:.0f} MiB ({peak_kb / 2**20:.2f} GiB)"
+        f"DQN Pong whole process (examples/dqn-pong.rl.yaml, {envs} env(s), replay 100k, learning starts 100k), "
+        f"{steps:,} env steps:"
     )
+    print(f"  {'replay':<11} {'peak RSS':>12} {'steps/s':>8} {'train s':>8} {'update s':>9} {'env s':>6} {'rows':>5}")
+    done = {}
+    for name, flag in runs.items():
+        x = dqn_process(steps, envs, flag)
+        if x is None:
+            continue
+        done[name] = x
+        print(
+            f"  {name:<11} {x['peak_kb'] / 2**10:>8.0f} MiB {x['steps'] / x['train_s']:>8.1f} {x['train_s']:>8.0f} "
+            f"{x['time_update']:>9.1f} {x['time_env']:>6.1f} {x['updates_rows']:>5}"
+        )
+    if len(done) == 2:
+        a, b = done["plain"], done["compressed"]
+        print(
+            f"  compressed / plain: peak RSS {b['peak_kb'] / a['peak_kb']:.2f}, "
+            f"steps/s {(b['steps'] / b['train_s']) / (a['steps'] / a['train_s']):.2f}"
+        )
 
 
 def against_sb3(python: str, iterations: int, rounds: int, envpool: bool = False) -> None:
@@ -212,11 +291,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--transitions", type=int, default=100_000)
     ap.add_argument("--backends", action="store_true", help="only the backends' env steps/s")
+    ap.add_argument("--memory", action="store_true", help="only the replay's memory, plain and compressed")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend-steps", type=int, default=500)
     ap.add_argument("--dqn-steps", type=int, default=0, help="only DQN Pong's whole process, for this many steps")
     ap.add_argument("--sb3-python", default=None, help="an interpreter with stable-baselines3: only rlgen vs SB3")
     ap.add_argument("--dqn-envs", type=int, default=1, help="its envs (the Zoo's: 1; more fill the replay sooner)")
+    ap.add_argument("--dqn-replay", choices=("plain", "compressed", "both"), default="both", help="its replay")
     ap.add_argument("--envpool", action="store_true", help="with --sb3-python: also rlgen on backend: envpool")
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
@@ -225,7 +306,10 @@ def main() -> None:
         against_sb3(args.sb3_python, args.iterations, args.rounds, args.envpool)
         return
     if args.dqn_steps:
-        dqn_process(args.dqn_steps, args.dqn_envs)
+        print_dqn(args.dqn_steps, args.dqn_envs, args.dqn_replay)
+        return
+    if args.memory:
+        print_memory(args.transitions)
         return
     print_backends(args.rounds, args.backend_steps)
     if args.backends:
@@ -248,12 +332,7 @@ def main() -> None:
         )
     single, dist = results.values()
     print(f"  ratio actors-learner / single: {dist['steps_per_s'] / single['steps_per_s']:.2f}")
-    m = memory(args.transitions)
-    print(
-        f"DQN Atari replay, FrameReplayBuffer of {m['size']:,} transitions of [4, 84, 84] uint8: "
-        f"frames {m['frames_bytes'] / 2**20:.0f} MiB; process peak RSS {m['peak_kb'] / 2**10:.0f} MiB "
-        f"({m['before_kb'] / 2**10:.0f} MiB before filling; NumPy only, no TensorFlow)"
-    )
+    print_memory(args.transitions)
 
 
 if __name__ == "__main__":

@@ -214,7 +214,7 @@ COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "value": {},
     "qvalue": {"exploration": Exploration()},
     "rollout": {"length": None},
-    "replay": {"capacity": 1_000_000, "batch_size": 32},
+    "replay": {"capacity": 1_000_000, "batch_size": 32, "compress": False},
     **{kind: learner_defaults(algo) for kind, algo in ALGORITHMS.items()},
     "custom": {"args": {}, "placement": "compute"},
 }

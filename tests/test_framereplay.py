@@ -34,11 +34,12 @@ def _episodes(steps: int, envs: int, stack: int, seed: int):
         )
 
 
+@pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("stack", [4, 1])
-def test_frame_replay_equals_naive_replay(stack):
+def test_frame_replay_equals_naive_replay(stack, compress):
     envs, cap = 3, 500
     naive = ReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, obs_dtype=np.uint8)
-    shared = FrameReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, frame_capacity=10**5)
+    shared = FrameReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, frame_capacity=10**5, compress=compress)
     for step in _episodes(120, envs, stack, seed=1):
         assert naive.record(*step) == shared.record(*step)
     assert len(naive) == len(shared) == naive.inserted
@@ -53,9 +54,10 @@ def test_frame_replay_equals_naive_replay(stack):
         assert shared._written < 0.5 * len(shared) * 2 * stack  # each frame stored once, not 2 x stack times
 
 
-def test_frame_ring_drops_oldest_transitions_never_serves_overwritten_frames():
+@pytest.mark.parametrize("compress", [False, True])
+def test_frame_ring_drops_oldest_transitions_never_serves_overwritten_frames(compress):
     envs, cap = 2, 200
-    shared = FrameReplayBuffer(cap, (4, 6, 5), num_envs=envs, seed=0)
+    shared = FrameReplayBuffer(cap, (4, 6, 5), num_envs=envs, seed=0, compress=compress)
     naive = ReplayBuffer(cap, (4, 6, 5), num_envs=envs, seed=0)
     for step in _episodes(700, envs, 4, seed=3):
         naive.record(*step)
@@ -65,3 +67,25 @@ def test_frame_ring_drops_oldest_transitions_never_serves_overwritten_frames():
     order = (naive.pos + np.arange(cap)) % cap
     for x, y in zip(got, want, strict=True):
         np.testing.assert_array_equal(x, y[order][-len(shared) :].astype(x.dtype))
+
+
+def test_compressed_ring_holds_atari_like_frames_in_a_fraction_of_their_bytes():
+    """Frames that are mostly background (as Atari's after the Zoo's preprocessing) take a small
+    part of their raw size compressed, and sampling returns them unchanged."""
+    rng = np.random.default_rng(0)
+    cap, shape = 300, (4, 84, 84)
+    plain = FrameReplayBuffer(cap, shape, seed=5)
+    packed = FrameReplayBuffer(cap, shape, seed=5, compress=True)
+    obs = np.zeros((1, *shape), np.uint8)
+    for _ in range(cap):
+        frame = np.zeros((84, 84), np.uint8)
+        y, x = rng.integers(0, 80, 2)
+        frame[y : y + 4, x : x + 2] = 200  # a ball
+        frame[78:80, :] = 142  # a paddle row
+        nxt = np.concatenate([obs[:, 1:], frame[None, None]], axis=1)
+        for buf in (plain, packed):
+            buf.insert(obs, np.zeros(1, np.int32), np.zeros(1, np.float32), nxt, np.zeros(1, np.float32))
+        obs = nxt
+    assert packed.frame_bytes < plain.frame_bytes / 10
+    for x, y in zip(plain.sample(64), packed.sample(64), strict=True):
+        np.testing.assert_array_equal(x, y)

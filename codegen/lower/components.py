@@ -112,6 +112,7 @@ def _replay(k: KindContext, name: str) -> dict[str, Any]:
     return {
         "capacity": int(comp.get("capacity")),
         "batch_size": int(comp.get("batch_size")),
+        "compress": bool(comp.get("compress")),
         "stage": None if samples else k.buffer_len[name],  # an actor's side: stage, send to the learner
     }
 

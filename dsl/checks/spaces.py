@@ -320,3 +320,30 @@ def image_networks(ctx: Context) -> Iterator[Finding]:
                     "use smaller kernels or strides, or fewer layers",
                 )
                 break
+
+
+@check
+def compressed_replay(ctx: Context) -> Iterator[Finding]:
+    """``compress`` on a replay keeps image frames zlib-compressed; float observations are not
+    stored as frames, so there it would do nothing.
+
+    ```yaml
+    env: {id: CartPole-v1}
+    components:
+      replay: {kind: replay, compress: true}   # E440: CartPole's observations are float32
+    ```
+    """
+    if ctx.spaces is None:
+        return
+    obs = ctx.spaces.observation
+    for name, comp in ctx.spec.components.items():
+        if comp.kind != "replay" or not comp.get("compress") or obs.dtype != "float32":
+            continue
+        env_name = ctx.spec.env.id or "the env"
+        yield error(
+            "E440",
+            ("components", name, "compress"),
+            f"`compress` keeps uint8 image frames compressed; {env_name}'s observations are {obs.describe()} of "
+            "float32, which the replay stores as they are",
+            "remove `compress` (it is for image observations, e.g. `env: {id: ALE/Pong-v5, preset: atari}`)",
+        )
