@@ -147,12 +147,11 @@ def memory(transitions: int, compress: bool) -> dict:
         text=True,
         check=True,
     )
-    before, after, frames, size, insert_s, sample_s, *_ = r.stdout.split()
+    before, after, frames, _size, insert_s, sample_s, *_ = r.stdout.split()
     return {
         "before_kb": int(before),
         "peak_kb": int(after),
         "frames_bytes": int(frames),
-        "size": int(size),
         "insert_us": float(insert_s) * 1e6,
         "sample_ms": float(sample_s) * 1e3,
     }
@@ -193,7 +192,6 @@ def dqn_process(steps: int, envs: int, compress: bool) -> dict | None:
         cmd += ["--set", f"env.num_envs={envs}", "--set", f"components.replay.compress={str(compress).lower()}"]
         cmd += ["--set", "train.eval.every=1000000000", "--set", "train.checkpoint.every=1000000000"]
         cmd += ["--run-dir", str(run_dir), "--quiet"]
-        start = time.perf_counter()
         r = subprocess.run(
             [sys.executable, "-c", PEAK, str(peak), *cmd],
             cwd=tmp,
@@ -201,7 +199,6 @@ def dqn_process(steps: int, envs: int, compress: bool) -> dict | None:
             text=True,
             env={**os.environ, "NO_COLOR": "1"},
         )
-        wall = time.perf_counter() - start
         if r.returncode != 0:
             print(f"DQN Pong whole process: FAILED (exit {r.returncode}): {(r.stderr or r.stdout)[-500:]}")
             return None
@@ -211,7 +208,6 @@ def dqn_process(steps: int, envs: int, compress: bool) -> dict | None:
         timed = [row for row in rows if "env_steps" in row and "time" in row]
         return {
             "steps": info["env_steps"],
-            "wall": wall,
             "train_s": timed[-1]["time"] if timed else float("nan"),
             "updates_rows": len(learned),
             "peak_kb": int(peak.read_text()),

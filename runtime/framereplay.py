@@ -66,7 +66,6 @@ class FrameReplayBuffer(ReplayBuffer):
         self.frame_shape, self.frame_dtype = tuple(frame_shape), np.dtype(obs_dtype)
         if self.compress:  # a ring of zlib streams (bytes), each one frame's
             self.frames: np.ndarray | list[bytes] = [b""] * self.frame_capacity
-            self._compressed = 0  # bytes of the streams held
         else:
             self.frames = np.zeros((self.frame_capacity, *frame_shape), obs_dtype)
         self._data = Transitions(
@@ -85,9 +84,7 @@ class FrameReplayBuffer(ReplayBuffer):
     def _put(self, frame: np.ndarray) -> int:
         slot = self._written % self.frame_capacity
         if self.compress:
-            data = zlib.compress(np.ascontiguousarray(frame, self.frame_dtype).tobytes(), 1)
-            self._compressed += len(data) - len(self.frames[slot])
-            self.frames[slot] = data
+            self.frames[slot] = zlib.compress(np.asarray(frame, self.frame_dtype).tobytes(), 1)
         else:
             self.frames[slot] = frame
         self._written += 1
@@ -181,7 +178,7 @@ class FrameReplayBuffer(ReplayBuffer):
         if not self.compress:
             return int(self.frames.nbytes)
         objects = min(self._written, self.frame_capacity) * sys.getsizeof(b"")
-        return int(self._compressed + objects + sys.getsizeof(self.frames))
+        return int(sum(map(len, self.frames)) + objects + sys.getsizeof(self.frames))
 
     @property
     def nbytes(self) -> int:
