@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlgen.dsl.resolved import resolved
 from rlgen.launch.job import (
     Aborted,
     BuildInfo,
@@ -316,7 +317,7 @@ def _auto(request: RunRequest, result: Any, note: Callable[[str], None]) -> tupl
         note=(lambda line: None) if request.quiet else note,
         devices=devices,
     )
-    recalled = not request.recalibrate and chooser.recall(_history(spec.to_dict(), spec.deploy.hosts))
+    recalled = not request.recalibrate and chooser.recall(_history(resolved(spec), spec.deploy.hosts))
     where = chooser.choice if recalled else Candidate("single", 1, devices=chooser.base)
     placed = _validated_under(request, chooser, where)
     return (placed, None, chooser) if recalled else (placed, chooser, None)

@@ -28,6 +28,7 @@ from rlgen.codegen.policies import POLICIES
 from rlgen.codegen.render import RUFF_TOML, FormatterMissing, RenderError, format_tree, ident, render
 from rlgen.codegen.supported import check_supported
 from rlgen.dsl.envinfo import resolve_spaces
+from rlgen.dsl.resolved import resolved
 from rlgen.dsl.validate import Result
 from rlgen.machine import version  # light: no TensorFlow, no numpy
 
@@ -79,7 +80,7 @@ def render_build(result: Result, spec_file: str) -> Build:
     files["fdg.json"] = to_json(fdg)
     # the --set/--seed a command gave are recorded with it (deploy overrides show in `deploy`)
     settings = {"overrides": list(result.settings)} if result.settings else {}
-    files["spec.resolved.json"] = json.dumps({**spec.to_dict(), **settings}, indent=2) + "\n"
+    files["spec.resolved.json"] = json.dumps({**resolved(spec), **settings}, indent=2) + "\n"
     # a picture: `rlgen graph --format svg` (or Graphviz's dot)
     files["fdg.dot"] = dot.to_dot(fdg, to_data(meta), fragment_devices(fdg, ctx))
     return Build(fdg, files)
@@ -167,7 +168,7 @@ def build_key(result: Result, spec_file: str) -> str:
         "spec_file": spec_file,
         "sha256": result.sha256,
         "settings": list(result.settings),
-        "spec": result.spec.to_dict(),
+        "spec": resolved(result.spec),
     }
     return _digest(json.dumps(inputs, sort_keys=True, default=str).encode("utf-8"))
 

@@ -1,4 +1,6 @@
-"""The typed Spec: small frozen dataclasses built once from a schema-valid document.
+"""The typed Spec: small frozen dataclasses, one per spec section, built once from a schema-valid
+document (:mod:`rlgen.dsl.specbuild`) and written back with every default explicit
+(:mod:`rlgen.dsl.resolved`).
 
 Defaults live here, and a learner's in its home's settings dataclass
 (:mod:`rlgen.algorithms`); ``schemas/rlgen.schema.json`` states the same ones (a test
@@ -7,17 +9,14 @@ keeps them equal). Every field's meaning is documented in ``docs/language.md``.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlgen.algorithms import ALGORITHMS
 from rlgen.algorithms.base import Algorithm
-from rlgen.dsl.calls import Call, CallSyntaxError, parse_call
-from rlgen.dsl.catalog import METHODS, recurrent_methods
-from rlgen.dsl.methods import Method, Param
+from rlgen.dsl.calls import Call
+from rlgen.dsl.methods import Method
 from rlgen.dsl.wrappers import Wrapper
-from rlgen.dsl.wrappers import parse as parse_wrappers
 
 PathT = tuple[str | int, ...]
 
@@ -35,7 +34,7 @@ class LinearSchedule:
 Rate = float | LinearSchedule
 
 
-def _rate(value: Any) -> Rate:
+def rate_of(value: Any) -> Rate:
     if isinstance(value, dict):
         return LinearSchedule(float(value["start"]), float(value.get("end", 0.0)))
     return float(value)
@@ -51,7 +50,7 @@ class Optimizer:
     tf_like: bool = False
 
 
-def _optimizer(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
+def optimizer_of(value: dict[str, Any] | None, default: Optimizer) -> Optimizer:
     if value is None:
         return default
     kind = value.get("kind", default.kind)
@@ -184,9 +183,9 @@ def learner_defaults(algo: Algorithm) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in algo.defaults().items():
         if key == "optimizer":
-            out[key] = _optimizer(value, Optimizer(value["kind"]))
+            out[key] = optimizer_of(value, Optimizer(value["kind"]))
         elif key in algo.rates():
-            out[key] = _rate(value)
+            out[key] = rate_of(value)
         else:
             out[key] = value
     return out
@@ -362,10 +361,6 @@ class Spec:
     description: str = ""
     version: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """The resolved spec (all defaults filled in) as plain data."""
-        return resolved(self)
-
     @property
     def recurrent(self) -> bool:
         """Has the spec a recurrent network? Its env calls then also return ``first``."""
@@ -375,294 +370,12 @@ class Spec:
         """The components that read ``network`` (policies, values, Q-networks), in spec order."""
         return [n for n, c in self.components.items() if c.kind in NETWORK_READERS and c.get("network") == network]
 
-
-# --- building -----------------------------------------------------------------
-def _custom_methods(raw: dict[str, Any]) -> dict[str, Method]:
-    out = {}
-    for mname, decl in raw.items():
-        ins = tuple(Param(f"in{i}", t) for i, t in enumerate(decl.get("inputs", [])))
-        outs = tuple(Param(f"out{i}", t) for i, t in enumerate(decl.get("outputs", [])))
-        out[mname] = Method(mname, ins, outs)
-    return out
-
-
-def build_component(name: str, raw: dict[str, Any]) -> Component:
-    kind = raw["kind"]
-    settings = dict(COMPONENT_DEFAULTS.get(kind, {}))
-    for key, value in raw.items():
-        if key in ("kind", "methods"):
-            continue
-        if kind in ALGORITHMS and key in ALGORITHMS[kind].rates():
-            settings[key] = _rate(value)
-        elif key == "optimizer":
-            settings[key] = _optimizer(value, settings.get("optimizer", Optimizer()))
-        elif key == "exploration":
-            settings[key] = dataclasses.replace(Exploration(), **value)
-        elif key == "gsde" and isinstance(value, dict):
-            settings[key] = {**gsde_defaults(raw), **value}
-        else:
-            settings[key] = value
-    methods = _custom_methods(raw.get("methods", {})) if kind == "custom" else METHODS.get(kind, {})
-    return Component(name, kind, settings, dict(methods))
-
-
-def _with_memory(comp: Component, networks: dict[str, Network], env: EnvSpec) -> Component:
-    """``comp`` with the methods of a spec with recurrent networks: a policy or value over one
-    takes and returns its state, and rollout buffers store the memory (see
-    :func:`rlgen.dsl.catalog.recurrent_methods`)."""
-    net = networks.get(comp.get("network")) if comp.kind in ("policy", "value") else None
-    if (net is not None and net.recurrent) or comp.kind == "rollout":
-        return dataclasses.replace(comp, methods=recurrent_methods(comp.kind, bool(env.state)))
-    return comp
-
-
-def build_block(name: str, raw: Any, path: PathT) -> Block:
-    """Build a block; calls are assumed parseable (the schema and the checks see to it)."""
-    if isinstance(raw, list):
-        raw, do_path = {"do": raw}, path
-    else:
-        do_path = (*path, "do")
-    calls = []
-    for i, text in enumerate(raw.get("do", [])):
-        try:
-            calls.append(LoopCall(parse_call(text), (*do_path, i)))
-        except CallSyntaxError:
-            continue
-    return Block(
-        name=name,
-        calls=tuple(calls),
-        repeat=int(raw.get("repeat", 1)),
-        every=int(raw.get("every", 1)),
-        after=int(raw.get("after", 0)),
-        every_steps=int(raw.get("every_steps", 0)),
-        carry=tuple((k, v) for k, v in raw.get("carry", {}).items()),
-        path=path,
-    )
-
-
-def _space(raw: dict[str, Any] | None) -> SpaceDecl | None:
-    if raw is None:
-        return None
-    shape = raw.get("shape")
-    return SpaceDecl(raw.get("n"), tuple(shape) if shape is not None else None, raw.get("low"), raw.get("high"))
-
-
-def _normalize(raw: Any) -> Normalize | None:
-    """``normalize: true`` is every default; ``false`` or absent is none."""
-    if raw is None or raw is False:
-        return None
-    if raw is True:
-        return Normalize()
-    fields = {k: (float(v) if k.startswith(("clip", "eps")) else v) for k, v in raw.items()}
-    return Normalize(**fields)
-
-
-def build_spec(data: dict[str, Any]) -> Spec:
-    """Build a :class:`Spec` from a document that passed the JSON Schema."""
-    env_raw = data["env"]
-    spaces = env_raw.get("spaces", {})
-    env = EnvSpec(
-        id=env_raw.get("id"),
-        backend=env_raw.get("backend", "gymnasium"),
-        factory=env_raw.get("factory"),
-        num_envs=env_raw.get("num_envs", 1),
-        kwargs=dict(env_raw.get("kwargs", {})),
-        max_episode_steps=env_raw.get("max_episode_steps"),
-        observation=_space(spaces.get("observation")),
-        action=_space(spaces.get("action")),
-        normalize=_normalize(env_raw.get("normalize")),
-        wrappers=parse_wrappers(env_raw.get("wrappers", ())),
-        pettingzoo=env_raw.get("pettingzoo"),
-        # envpool runs the atari preset only: `backend: envpool` implies it
-        preset=env_raw.get("preset") or ("atari" if env_raw.get("backend") == "envpool" else None),
-        state=env_raw.get("state"),
-        share=bool(env_raw.get("agents", {}).get("share", True)),
-        groups=tuple((str(g), tuple(str(a) for a in agents)) for g, agents in env_raw.get("groups", {}).items()),
-    )
-    networks = {}
-    for name, raw in data.get("networks", {}).items():
-        fields = {k: (tuple(v) if k in ("hidden", "layers", "channels") else v) for k, v in raw.items()}
-        if "recurrent" in fields:
-            fields["recurrent"] = {"size": 64, "layer_norm": True, **fields["recurrent"]}
-        networks[name] = Network(name=name, **{**IMAGE_NETWORKS.get(raw.get("kind"), {}), **fields})
-    components = {name: build_component(name, raw) for name, raw in data["components"].items()}
-    if any(net.recurrent for net in networks.values()):
-        components = {name: _with_memory(comp, networks, env) for name, comp in components.items()}
-    loop_raw = data["loop"]
-    init = build_block("init", loop_raw["init"], ("loop", "init")) if "init" in loop_raw else None
-    blocks = tuple(build_block(n, b, ("loop", n)) for n, b in loop_raw.items() if n != "init")
-    partitions = {
-        name: Partition(
-            name,
-            raw.get("at"),
-            raw.get("after"),
-            tuple(raw.get("send", [])),
-            tuple(raw.get("receive", [])),
-            tuple(raw.get("reduce", [])),
-        )
-        for name, raw in data.get("partitions", {}).items()
-    }
-    dep = data.get("deploy", {})
-    devices = dep.get("devices")
-    deploy = Deploy(
-        dep.get("policy", "single"),
-        dep.get("workers", 1),
-        tuple(dep.get("hosts", [])),
-        dep.get("lag"),
-        tuple(devices.items()) if isinstance(devices, dict) else devices,
-    )
-    tr = data["train"]
-    train = Train(
-        total_steps=tr["total_steps"],
-        seed=tr.get("seed", 0),
-        stop=Stop(**tr.get("stop", {})),
-        eval=Eval(**tr.get("eval", {})),
-        checkpoint=Checkpoint(**tr.get("checkpoint", {})),
-        log=Log(**tr.get("log", {})),
-        run_dir=tr.get("run_dir", "runs"),
-    )
-    return Spec(
-        name=data["name"],
-        env=env,
-        networks=networks,
-        components=components,
-        loop=Loop(init, blocks),
-        partitions=partitions,
-        deploy=deploy,
-        train=train,
-        description=data.get("description", ""),
-        version=data["rlgen"],
-    )
-
-
-def normalize_gamma(spec: Spec) -> float:
-    """The discount of reward normalisation: its own ``gamma``, else the first learner's, else 0.99."""
-    norm = spec.env.normalize
-    if norm is not None and norm.gamma is not None:
-        return float(norm.gamma)
-    for comp in spec.components.values():
-        if comp.kind in ALGORITHMS and comp.get("gamma") is not None:
-            return float(comp.get("gamma"))
-    return 0.99
-
-
-# --- resolved form ------------------------------------------------------------
-def _plain(value: Any) -> Any:
-    if isinstance(value, LinearSchedule):
-        return {"schedule": value.schedule, "start": value.start, "end": value.end}
-    if isinstance(value, Optimizer):
-        out = {"kind": value.kind, "eps": value.eps}
-        if value.kind == "rmsprop":
-            out["alpha"] = value.alpha
-            if value.tf_like:  # written only when set: torch-style resolved specs stay as they were
-                out["tf_like"] = True
-        return out
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _block_dict(block: Block) -> dict[str, Any]:
-    return {
-        "repeat": block.repeat,
-        "every": block.every,
-        "after": block.after,
-        "every_steps": block.every_steps,
-        "do": [str(c.call) for c in block.calls],
-        "carry": dict(block.carry),
-    }
-
-
-def _drop_none(value: Any, keep: frozenset[str] = frozenset({"clip_value"})) -> Any:
-    """Remove unset optional fields (``None``), except those whose ``null`` means something."""
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None or k in keep}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
-def resolved(spec: Spec) -> dict[str, Any]:
-    """The spec with every default made explicit, in the document's order."""
-    return _drop_none(_resolved(spec))
-
-
-#: What a resolved spec writes of each network kind (a custom one: ``kind, impl, args``).
-_NETWORK_KEYS = {
-    "mlp": ("kind", "hidden", "activation", "init"),
-    "cnn": ("kind", "layers", "hidden", "activation", "init"),
-    "impala": ("kind", "channels", "hidden", "activation", "init"),
-}
-
-
-def _resolved(spec: Spec) -> dict[str, Any]:
-    skip = ("observation", "action", "normalize", "wrappers", "pettingzoo", "state", "share", "groups", "preset")
-    env = {k: v for k, v in _plain(spec.env).items() if k not in skip}
-    if spec.env.multi_agent:  # written only where they apply, so single-agent builds keep their bytes
-        env.update(pettingzoo=spec.env.pettingzoo, state=spec.env.state, agents={"share": spec.env.share})
-        if spec.env.groups:
-            env["groups"] = {g: list(agents) for g, agents in spec.env.groups}
-    if spec.env.preset:  # written only where set, so other builds keep their bytes
-        env["preset"] = spec.env.preset
-    env["wrappers"] = [{w.name: dict(w.kwargs)} if w.kwargs else w.name for w in spec.env.wrappers]
-    if spec.env.observation or spec.env.action:
-        env["spaces"] = {"observation": _plain(spec.env.observation), "action": _plain(spec.env.action)}
-    if spec.env.normalize is not None:  # the gamma it uses, resolved from the learner
-        env["normalize"] = {**_plain(spec.env.normalize), "gamma": normalize_gamma(spec)}
-    networks = {}
-    for name, net in spec.networks.items():
-        d = _plain(net)
-        del d["name"]
-        keep = _NETWORK_KEYS.get(net.kind, ("kind", "impl", "args"))
-        networks[name] = {k: d[k] for k in keep}
-        if net.kind == "mlp" and net.layer_norm:  # only when set: specs without it resolve as before
-            networks[name]["layer_norm"] = True
-        if net.kind == "mlp" and net.recurrent:
-            networks[name]["recurrent"] = dict(net.recurrent)
-    components = {}
-    for name, comp in spec.components.items():
-        d = {"kind": comp.kind, **_plain(comp.settings)}
-        if comp.kind == "custom":
-            d["methods"] = {
-                m.name: {"inputs": [p.type for p in m.inputs], "outputs": [p.type for p in m.outputs]}
-                for m in comp.methods.values()
-            }
-        components[name] = d
-    loop = {b.name: _block_dict(b) for b in spec.loop.all_blocks()}
-    partitions = {}
-    for name, p in spec.partitions.items():
-        d: dict[str, Any] = {"at": p.at} if p.at else {"after": p.after}
-        for key in ("send", "receive", "reduce"):
-            if getattr(p, key):
-                d[key] = list(getattr(p, key))
-        partitions[name] = d
-    return {
-        "rlgen": spec.version,
-        "name": spec.name,
-        "description": spec.description,
-        "env": env,
-        "networks": networks,
-        "components": components,
-        "loop": loop,
-        "partitions": partitions,
-        "deploy": _deploy_dict(spec.deploy),
-        "train": _train_dict(spec.train),
-    }
-
-
-def _deploy_dict(deploy: Deploy) -> dict[str, Any]:
-    out = _plain(deploy)  # devices None: dropped, so specs without it resolve as before
-    if isinstance(deploy.devices, tuple):
-        out["devices"] = dict(deploy.devices)
-    return out
-
-
-def _train_dict(train: Train) -> dict[str, Any]:
-    out = _plain(train)
-    if train.stop.mean_return is None:  # no stop condition: its window means nothing (the schema refuses it)
-        del out["stop"]
-    return out
+    def normalize_gamma(self) -> float:
+        """The discount of reward normalisation: its own ``gamma``, else the first learner's, else 0.99."""
+        norm = self.env.normalize
+        if norm is not None and norm.gamma is not None:
+            return float(norm.gamma)
+        for comp in self.components.values():
+            if comp.kind in ALGORITHMS and comp.get("gamma") is not None:
+                return float(comp.get("gamma"))
+        return 0.99

@@ -15,7 +15,8 @@ from rlgen.dsl.envinfo import resolve_spaces
 from rlgen.dsl.findings import Finding
 from rlgen.dsl.overrides import Overrides, Setting, apply_overrides, flagged
 from rlgen.dsl.schema import check_schema, integral
-from rlgen.dsl.spec import Spec, build_spec
+from rlgen.dsl.spec import Spec
+from rlgen.dsl.specbuild import build_spec
 from rlgen.dsl.specfile import STDIN, read_spec
 from rlgen.dsl.yamlload import SourceMap, YamlError, load_yaml
 

@@ -13,7 +13,8 @@ from rlgen.algorithms.base import spec_fields
 from rlgen.algorithms.schema import LANGUAGE, SCHEMA, generate, text, with_learners
 from rlgen.codegen.render import ALGORITHM_HOMES
 from rlgen.dsl.catalog import COMPONENT_REFS, LEARNER_KINDS, METHODS
-from rlgen.dsl.spec import COMPONENT_DEFAULTS, _plain
+from rlgen.dsl.resolved import plain
+from rlgen.dsl.spec import COMPONENT_DEFAULTS
 
 
 def test_the_schema_file_is_what_the_homes_generate() -> None:
@@ -49,7 +50,7 @@ def test_the_language_knows_each_home_through_the_registry(kind: str) -> None:
     assert kind in LEARNER_KINDS and METHODS[kind] == dict(algo.methods)
     assert set(COMPONENT_REFS[kind]) == {r.field for r in algo.refs}
     assert algo.acts in COMPONENT_REFS[kind]
-    assert _plain(COMPONENT_DEFAULTS[kind]) == json.loads(json.dumps(algo.defaults()))
+    assert plain(COMPONENT_DEFAULTS[kind]) == json.loads(json.dumps(algo.defaults()))
 
 
 @pytest.mark.parametrize("kind", sorted(ALGORITHMS))

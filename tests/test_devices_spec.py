@@ -12,7 +12,7 @@ from rlgen import machine
 from rlgen.api import validate_file
 from rlgen.dsl.devices import by_side, merge, parse_flag
 from rlgen.dsl.overrides import parse_setting
-from rlgen.dsl.spec import resolved
+from rlgen.dsl.resolved import resolved
 
 from conftest import ROOT
 

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from rlgen.api import validate_file, validate_text
-from rlgen.dsl.spec import Normalize, _plain
+from rlgen.dsl.resolved import plain, resolved
+from rlgen.dsl.spec import Normalize
 
 from conftest import ROOT
 
@@ -281,13 +282,13 @@ def test_normalized_policy_acts_on_frozen_normalised_observations():
 # --- the spec ------------------------------------------------------------------------------
 def test_normalize_defaults_match_the_schema_and_resolve_with_the_learners_gamma():
     props = SCHEMA["$defs"]["normalize"]["properties"]
-    for key, value in _plain(Normalize()).items():
+    for key, value in plain(Normalize()).items():
         if value is not None:
             assert props[key]["default"] == value, key
     result = validate_text(spec_text(), "n.rl.yaml")
     assert result.ok, [d.message for d in result.diagnostics]
-    resolved = result.spec.to_dict()
-    assert resolved["env"]["normalize"] == {
+    written = resolved(result.spec)
+    assert written["env"]["normalize"] == {
         "obs": True,
         "reward": True,
         "clip_obs": 10.0,
@@ -295,12 +296,12 @@ def test_normalize_defaults_match_the_schema_and_resolve_with_the_learners_gamma
         "epsilon": 1e-8,
         "gamma": 0.9,  # the learner's
     }
-    again = validate_text(yaml.safe_dump(resolved, sort_keys=False), "r.rl.yaml")
-    assert again.ok and again.spec.to_dict() == resolved
-    own = validate_text(spec_text("{reward: true, gamma: 0.99, clip_obs: 5}"), "n.rl.yaml").spec.to_dict()
+    again = validate_text(yaml.safe_dump(written, sort_keys=False), "r.rl.yaml")
+    assert again.ok and resolved(again.spec) == written
+    own = resolved(validate_text(spec_text("{reward: true, gamma: 0.99, clip_obs: 5}"), "n.rl.yaml").spec)
     assert own["env"]["normalize"]["gamma"] == 0.99 and own["env"]["normalize"]["clip_obs"] == 5.0
-    plain = validate_text(spec_text("false"), "n.rl.yaml").spec.to_dict()
-    assert "normalize" not in plain["env"]
+    off = resolved(validate_text(spec_text("false"), "n.rl.yaml").spec)
+    assert "normalize" not in off["env"]
 
 
 POLICIES = ["single", "multi-learner", "actors-learner", "async-actors", "central-inference", "pipelined-inference"]

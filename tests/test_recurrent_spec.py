@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from rlgen.api import build_file, validate_text
+from rlgen.dsl.resolved import resolved
 
 pytest.importorskip("mpe2.simple_spread_v3")
 
@@ -170,7 +171,7 @@ def test_the_plan_counts_a_recurrent_networks_weights(output_norm):
     result = validate(text)
     ctx = Context(result.spec, resolve_spaces(result.spec.env)[0], POLICIES["single"])
     for name, inputs, outputs in (("pi", (18,), 5), ("v", (54,), 1)):
-        net = build_network(result.spec.to_dict()["networks"][name], inputs, outputs)
+        net = build_network(resolved(result.spec)["networks"][name], inputs, outputs)
         assert network_size(ctx, name, outputs) == sum(int(tf.size(v)) for v in net.trainable_variables)
 
 

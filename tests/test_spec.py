@@ -11,7 +11,9 @@ from rlgen.algorithms import ALGORITHMS
 from rlgen.api import validate_file, validate_text
 from rlgen.dsl.catalog import KNOWN_ENVS
 from rlgen.dsl.envinfo import quiet_mujoco
-from rlgen.dsl.spec import COMPONENT_DEFAULTS, Checkpoint, Eval, Log, Stop, Train, _plain, build_spec
+from rlgen.dsl.resolved import plain, resolved
+from rlgen.dsl.spec import COMPONENT_DEFAULTS, Checkpoint, Eval, Log, Stop, Train
+from rlgen.dsl.specbuild import build_spec
 
 from conftest import EXAMPLES, ROOT
 
@@ -27,7 +29,7 @@ def test_component_defaults_match_the_schema(kind):
     props = _props(f"{kind}_component")
     for key, default in COMPONENT_DEFAULTS[kind].items():
         assert "default" in props[key], f"{kind}.{key} has no default in the schema"
-        assert props[key]["default"] == _plain(default), f"{kind}.{key}"
+        assert props[key]["default"] == plain(default), f"{kind}.{key}"
 
 
 def test_train_defaults_match_the_schema():
@@ -37,7 +39,7 @@ def test_train_defaults_match_the_schema():
     assert props["run_dir"]["default"] == t.run_dir
     for key, cls in (("stop", Stop), ("eval", Eval), ("checkpoint", Checkpoint), ("log", Log)):
         sub = props[key]["properties"]
-        for field, value in _plain(cls()).items():
+        for field, value in plain(cls()).items():
             if value is not None:
                 assert sub[field]["default"] == value, f"train.{key}.{field}"
 
@@ -45,12 +47,12 @@ def test_train_defaults_match_the_schema():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_resolved_spec_is_valid_and_round_trips(path):
     spec = validate_file(path).spec
-    resolved = spec.to_dict()
-    text = yaml.safe_dump(resolved, sort_keys=False)
+    written = resolved(spec)
+    text = yaml.safe_dump(written, sort_keys=False)
     again = validate_text(text, "resolved.rl.yaml")
     assert again.ok, [d.message for d in again.diagnostics]
-    assert again.spec.to_dict() == resolved
-    assert build_spec(yaml.safe_load(text)).to_dict() == resolved
+    assert resolved(again.spec) == written
+    assert resolved(build_spec(yaml.safe_load(text))) == written
 
 
 def test_learner_defaults_fill_in():

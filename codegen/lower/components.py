@@ -20,7 +20,7 @@ from rlgen.codegen.weights import component_weights, network_heads, state_networ
 from rlgen.dsl.catalog import COMPONENT_REFS, GroupSpaces
 from rlgen.dsl.dataflow import analyze
 from rlgen.dsl.groups import assign_groups
-from rlgen.dsl.spec import resolved
+from rlgen.dsl.resolved import resolved
 
 #: the learners whose compiled update takes observations in the env's dtype (``obs_dtype``);
 #: SAC's and TD3's critics concatenate observations with actions and take float32 only

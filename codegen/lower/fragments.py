@@ -31,7 +31,7 @@ from rlgen.codegen.plan import (
 )
 from rlgen.dsl.dataflow import analyze
 from rlgen.dsl.memory import state_size, stored_memory
-from rlgen.dsl.spec import normalize_gamma, resolved
+from rlgen.dsl.resolved import resolved
 
 
 def class_name(fragment: str) -> str:
@@ -106,7 +106,7 @@ def normalize_plan(fdg: FDG, ctx: Context, frag: Fragment, bounds: tuple[Boundar
         clip_obs=float(norm.clip_obs),
         clip_reward=float(norm.clip_reward),
         epsilon=float(norm.epsilon),
-        gamma=normalize_gamma(ctx.spec),
+        gamma=ctx.spec.normalize_gamma(),
         distributed=(fdg.cut == "gradients" and len(fdg.ranks) > 1) or exchange == "actor",
         holds=frag.kind != "env",
         exchange=exchange,
