@@ -22,7 +22,7 @@ With ``--algo dqn`` the same for DQN with the Zoo's Atari settings (one env, rep
 learning from 100k steps): rlgen runs ``examples/dqn-pong.rl.yaml`` with ``--set
 env.id=ALE/Breakout-v5 --set train.eval.every=100352``, SB3 ``sb3_atari.py --algo dqn``; the
 periodic evaluations take the greedy action on both sides (the example's ``deterministic:
-true``), and SB3's run cannot resume (its saved model has no replay buffer).
+true``), and a stopped SB3 run resumes with its replay buffer (``sb3_atari.py``).
 
 Then the final evaluation of rlgen's exported policy, ``rlgen eval WORK/seedN/rlgen --episodes
 N --json`` (the likeliest action; kept in ``WORK/seedN/rlgen-eval.json`` so that ``--read`` runs

@@ -15,7 +15,10 @@ their rollouts and updates.
 
 ``--algo dqn`` (with ``--learn-steps`` only): SB3's DQN with the Zoo's Atari settings instead
 (``CnnPolicy``, one env, replay 100k, learning from 100k steps, train every 4, target every
-1,000, lr 1e-4, epsilon to 0.01 over 10%), evaluated with the greedy action; no ``--resume``.
+1,000, lr 1e-4, epsilon to 0.01 over 10%), evaluated with the greedy action. Its stop saves the
+replay buffer beside the model (``--save`` with ``.replay.pkl``, about 5.6 GB: SB3 keeps obs and
+next obs of 100k transitions), and ``--resume`` loads both, so a resumed run learns from the
+transitions it had gathered, as one that never stopped.
 
 With ``--learn-steps N`` it trains for N env steps instead (the linear schedules run over N, as
 rlgen's over ``train.total_steps``) and writes JSON lines to ``--out``: every training game's
@@ -162,8 +165,10 @@ def make_env(seed: int, n_envs: int = 8):
 
 def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
     """Train to ``--learn-steps`` (from the saved model with ``--resume``); on SIGTERM or SIGINT,
-    save the model at the last whole iteration and return 143 (130), for ``--resume``."""
+    save the model (and DQN's replay) at the last whole iteration and return 143 (130), for
+    ``--resume``."""
     save = args.save or str(Path(args.out).with_suffix(".zip"))
+    replay = str(Path(save).with_suffix(".replay.pkl"))  # DQN's: the model's zip leaves it out
     wall = 0.0
     kind = type(model)
     greedy = kind is DQN  # DQN's evaluations take the greedy action, as rlgen's DQN example's
@@ -183,6 +188,8 @@ def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
             return 0
         wall = max((rec.get("wall_s", 0.0) for rec in lines), default=0.0)
         model = kind.load(save, env=model.get_env(), device="cpu")
+        if kind is DQN:
+            model.load_replay_buffer(replay)
     with open(args.out, "a" if args.resume else "w") as out:
         cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=greedy, wall=wall)
         signals = {signal.SIGTERM: 143, signal.SIGINT: 130}
@@ -195,13 +202,16 @@ def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
         for signum in signals:
             signal.signal(signum, stop)
         if args.resume:
-            cb.write({"kind": "resumed", "step": model.num_timesteps})
+            held = model.replay_buffer.size() if kind is DQN else None
+            cb.write({"kind": "resumed", "step": model.num_timesteps, "replay": held})
         else:
             cb.write({"kind": "start", "seed": args.seed, "steps": args.learn_steps, "eval_seed": args.eval_seed})
         model.learn(total_timesteps=args.learn_steps - model.num_timesteps, callback=cb, reset_num_timesteps=False)
         if cb.stopping:
-            model.num_timesteps = cb.boundary  # the dropped step does not count
+            model.num_timesteps = cb.boundary  # the dropped step does not count (nor is it stored)
             model.save(save)
+            if kind is DQN:
+                model.save_replay_buffer(replay)
             cb.write({"kind": "stopped", "step": cb.boundary})
             return code
         if model.num_timesteps % args.eval_every == 0:  # the last rollout_start did not come
@@ -234,8 +244,6 @@ def main() -> None:
         ap.error("--learn-steps needs --out")
     if args.algo == "dqn" and not args.learn_steps:
         ap.error("--algo dqn: with --learn-steps (the speed comparison is PPO's)")
-    if args.algo == "dqn" and args.resume:
-        ap.error("--algo dqn: no --resume (its saved model has no replay buffer: a resumed run is not the same run)")
     gymnasium.register_envs(ale_py)  # the ALE/ namespace
     if args.algo == "dqn":
         sys.exit(learn(args, dqn(make_env(args.seed, n_envs=1), args.seed)))
