@@ -11,13 +11,13 @@ every agent gets the team's sum there, as in rlgen's ``reward: reference``), as
 ``LABEL=LOG[,LOG...]`` (one log per seed).
 
 For every curve and seed it prints the mean of the points in a window of 64k steps ending at
-0.5M, 1M and 1.5M, and in the last 5% of the budget (1.9M to 2M, rlgen's marl_learning
-"late mean"); then the mean over seeds. With ``--plot FILE`` it draws every seed thin and the
+0.5M, 1M and 1.5M (``--points``), and in the last 5% of the budget (``--steps``; 1.9M to 2M,
+rlgen's marl_learning "late mean"); then the mean over seeds. With ``--plot FILE`` it draws every seed thin and the
 mean over seeds thick (matplotlib, the ``plot`` extra).
 
     python benchmarks/marl_reference_curves.py --rlgen DIR[,DIR...] [--rlgen 'LABEL=DIR,...'] \\
         --reference 'rmappo (GRU)=seed1.log,seed2.log' --reference 'mappo (MLP)=seed1.log' \\
-        [--steps 2000000] [--plot docs/img/marl-reference-2m.png]
+        [--steps 2000000] [--points 500000,1000000,1500000] [--plot docs/img/marl-reference-2m.png]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def main() -> None:
     )
     ap.add_argument("--reference", action="append", default=[], help="LABEL=LOG[,LOG...] (one log per seed)")
     ap.add_argument("--steps", type=int, default=2_000_000)
+    ap.add_argument("--points", default="500000,1000000,1500000", help="env steps the 64k-step windows end at")
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args()
     curves: dict[str, list[tuple[str, list[tuple[int, float]]]]] = {}
@@ -62,8 +63,8 @@ def main() -> None:
     for item in args.reference:
         label, logs = item.split("=", 1)
         curves[f"reference {label}"] = [(Path(log).name, reference_curve(Path(log))) for log in logs.split(",")]
-    ends = [(f"{x / 1e6:g}M", x, WINDOW) for x in (500_000, 1_000_000, 1_500_000)]
-    ends.append((f"last 5% to {args.steps / 1e6:g}M", args.steps, args.steps // 20))
+    ends = [(f"{x / 1e6:g}M", x, WINDOW) for x in (int(p) for p in args.points.split(","))]
+    ends.append((f"last 5% to {args.steps / 1e6:.4g}M", args.steps, args.steps // 20))
     print(f"window means: {WINDOW:,} steps ending at each point; the last: the last 5% of {args.steps:,} steps")
     head = f"{'curve':<26} {'seed':<26}" + "".join(f"{name:>18}" for name, *_ in ends)
     print(head)
