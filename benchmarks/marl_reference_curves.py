@@ -12,8 +12,8 @@ every agent gets the team's sum there, as in rlgen's ``reward: reference``), as
 
 For every curve and seed it prints the mean of the points in a window of 64k steps ending at
 0.5M, 1M and 1.5M (``--points``), and in the last 5% of the budget (``--steps``; 1.9M to 2M,
-rlgen's marl_learning "late mean"); then the mean over seeds. With ``--plot FILE`` it draws every seed thin and the
-mean over seeds thick (matplotlib, the ``plot`` extra).
+rlgen's marl_learning "late mean"); then the mean over seeds. With ``--plot FILE`` it draws every
+seed's curve, one colour a curve (matplotlib, the ``plot`` extra).
 
     python benchmarks/marl_reference_curves.py --rlgen DIR[,DIR...] [--rlgen 'LABEL=DIR,...'] \\
         --reference 'rmappo (GRU)=seed1.log,seed2.log' --reference 'mappo (MLP)=seed1.log' \\
