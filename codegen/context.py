@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 from rlgen.codegen.ir import FDG
 from rlgen.codegen.policies import DistributionPolicy
 from rlgen.dsl.catalog import EnvSpaces
 from rlgen.dsl.devices import SIDE_OF_ROLE, by_side
+from rlgen.dsl.resolved import resolved
 from rlgen.dsl.spec import Spec
 
 
@@ -25,6 +28,11 @@ class Context:
     spaces: EnvSpaces
     policy: DistributionPolicy
     hosts: tuple[str, ...] = ()
+
+    @cached_property
+    def resolved(self) -> dict[str, Any]:
+        """The spec's resolved form (:func:`rlgen.dsl.resolved.resolved`), made once a build."""
+        return resolved(self.spec)
 
 
 Pass = Callable[[FDG, Context], FDG]

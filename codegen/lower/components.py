@@ -20,7 +20,6 @@ from rlgen.codegen.weights import component_weights, network_heads, state_networ
 from rlgen.dsl.catalog import COMPONENT_REFS, GroupSpaces
 from rlgen.dsl.dataflow import analyze
 from rlgen.dsl.groups import assign_groups
-from rlgen.dsl.resolved import resolved
 
 #: the learners whose compiled update takes observations in the env's dtype (``obs_dtype``);
 #: SAC's and TD3's critics concatenate observations with actions and take float32 only
@@ -69,8 +68,8 @@ class KindContext:
 
     def __init__(self, fdg: FDG, ctx: Context, frag: Fragment) -> None:
         self.fdg, self.ctx, self.frag = fdg, ctx, frag
-        self.plain = resolved(ctx.spec)["components"]
-        self.plain_networks = resolved(ctx.spec)["networks"]
+        self.plain = ctx.resolved["components"]
+        self.plain_networks = ctx.resolved["networks"]
         self.buffer_len = {e.name: e.parts[0].shape[0] for e in fdg.graph.edges if e.type == "buffer"}
         self.learners = ctx.policy.learner_workers(fdg.workers) if fdg.cut == "gradients" else 1
         self.reduce = any(t.op == "allreduce" and t.src == frag.name for t in fdg.transfers)
@@ -152,7 +151,7 @@ def lower_components(
         )
         if net is not None and net not in nets:
             nets.append(net)
-    plain_nets = resolved(spec)["networks"]
+    plain_nets = k.plain_networks
     agents = per_agent(ctx)
     group_of = component_groups(ctx)
     for n in sorted(nets):

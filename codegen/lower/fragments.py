@@ -31,7 +31,6 @@ from rlgen.codegen.plan import (
 )
 from rlgen.dsl.dataflow import analyze
 from rlgen.dsl.memory import state_size, stored_memory
-from rlgen.dsl.resolved import resolved
 
 
 def class_name(fragment: str) -> str:
@@ -231,7 +230,7 @@ def _call(fdg: FDG, ctx: Context, node_id: str, step_block: str) -> CallPlan:
         options["buffer_parts"] = [f"{data}_{t.name}" for t in graph.edge(data).parts]
     random_until = _random_until(ctx, node.component)
     if kind == "qvalue":
-        options["exploration"] = resolved(ctx.spec)["components"][node.component]["exploration"]
+        options["exploration"] = ctx.resolved["components"][node.component]["exploration"]
         if random_until is not None:  # ε = 1 before it
             options["exploration"] = {**options["exploration"], "random_until": random_until}
     if kind == "policy" and random_until is not None:
