@@ -50,6 +50,7 @@ from rlgen.algorithms.ppo.learner import (
     check_agent_block,
     compile_update,
     gae,
+    update_metrics,
     vtrace,
 )
 from rlgen.runtime.buffers import Memory, Rollout, RolloutBuffer, StateRollout
@@ -295,16 +296,7 @@ class MAPPOLearner(tf.Module):
                 return k + 1, totals + self._train_step(forward, mb[2:], weight, lr, critic_lr, clip)
 
         _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS) + 1])))
-        means = totals / float(steps)
-        w = flat(valid)
-        n_valid = tf.maximum(tf.reduce_sum(w), 1.0)
-        ret, val = flat(returns), flat(values_d)
-        ret_mean = _masked_mean(ret, w, n_valid)
-        var_ret = _masked_mean(tf.square(ret - ret_mean), w, n_valid)
-        err = ret - val
-        var_err = _masked_mean(tf.square(err - _masked_mean(err, w, n_valid)), w, n_valid)
-        explained = tf.where(var_ret > 0.0, 1.0 - var_err / var_ret, np.nan)
-        return tf.concat([means, tf.stack([explained, lr, clip])], axis=0)
+        return update_metrics(totals, steps, flat(returns), flat(values_d), flat(valid), lr, clip)
 
     def _distribution_and_value(self, obs: tf.Tensor, states: tf.Tensor) -> tuple[Any, tf.Tensor]:
         """The policy at ``obs`` and the value at ``states``; without a state shape (IPPO) the

@@ -167,6 +167,26 @@ def _masked_mean(x: tf.Tensor, w: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(w * x) / n
 
 
+def update_metrics(
+    totals: tf.Tensor,
+    steps: int,
+    returns: tf.Tensor,
+    values: tf.Tensor,
+    valid: tf.Tensor,
+    lr: tf.Tensor,
+    clip: tf.Tensor,
+) -> tf.Tensor:
+    """An update's metric vector: the means over its ``steps`` gradient steps of their
+    ``totals``, then the explained variance of the flat ``values`` towards the ``returns``
+    over the ``valid`` rows, the learning rate and the clip range."""
+    n = tf.maximum(tf.reduce_sum(valid), 1.0)
+    var_ret = _masked_mean(tf.square(returns - _masked_mean(returns, valid, n)), valid, n)
+    err = returns - values
+    var_err = _masked_mean(tf.square(err - _masked_mean(err, valid, n)), valid, n)
+    explained = tf.where(var_ret > 0.0, 1.0 - var_err / var_ret, np.nan)
+    return tf.concat([totals / float(steps), tf.stack([explained, lr, clip])], axis=0)
+
+
 class PPOLearner(tf.Module):
     """Learns a :class:`Policy` and a :class:`Value` from rollouts of ``[T, B]`` steps."""
 
@@ -288,16 +308,7 @@ class PPOLearner(tf.Module):
                 return k + 1, totals + self._train_step(minibatch, pad_weight[k], lr, clip)
 
         _, totals = tf.while_loop(lambda k, _: k < steps, step, (tf.constant(0), tf.zeros([len(STEP_METRICS) + 1])))
-        means = totals / float(steps)
-        w = flat(valid)
-        n_valid = tf.maximum(tf.reduce_sum(w), 1.0)
-        ret, val = flat(returns), flat(values)
-        ret_mean = _masked_mean(ret, w, n_valid)
-        var_ret = _masked_mean(tf.square(ret - ret_mean), w, n_valid)
-        err = ret - val
-        var_err = _masked_mean(tf.square(err - _masked_mean(err, w, n_valid)), w, n_valid)
-        explained = tf.where(var_ret > 0.0, 1.0 - var_err / var_ret, np.nan)
-        return tf.concat([means, tf.stack([explained, lr, clip])], axis=0)
+        return update_metrics(totals, steps, flat(returns), flat(values), flat(valid), lr, clip)
 
     def _minibatch_indices(self, n: int) -> tuple[tf.Tensor, tf.Tensor]:
         """``[epochs * M, minibatch]`` sample indices (one permutation per epoch,
