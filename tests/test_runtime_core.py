@@ -15,7 +15,7 @@ tf = pytest.importorskip("tensorflow")
 gym = pytest.importorskip("gymnasium")
 
 from rlgen.algorithms.ppo.config import PPOConfig  # noqa: E402
-from rlgen.algorithms.ppo.learner import PPOLearner, gae, vtrace  # noqa: E402
+from rlgen.algorithms.ppo.learner import PPOLearner, gae, update_metrics, vtrace  # noqa: E402
 from rlgen.runtime.buffers import RolloutBuffer  # noqa: E402
 from rlgen.runtime.distributions import Categorical, DiagGaussian  # noqa: E402
 from rlgen.runtime.envs import VectorEnv  # noqa: E402
@@ -407,6 +407,28 @@ def run_ppo(env, learner, act, buffer, total_steps: int, stop_return: float | No
         if stop_return is not None and full and env.mean_return() >= stop_return:
             break
     return steps, metrics
+
+
+def test_update_metrics_explained_variance_counts_only_valid_rows() -> None:
+    rng = np.random.default_rng(0)
+    returns = rng.normal(size=64).astype(np.float32)
+    valid = np.ones(64, np.float32)
+    valid[::4] = 0.0  # reset rows: their values are anything
+    noisy = returns + 0.5 * rng.normal(size=64).astype(np.float32)
+    noisy[::4] = 1e6
+    totals, lr, clip = tf.constant([2.0, 4.0]), tf.constant(3e-4), tf.constant(0.1)
+
+    def explained(values: np.ndarray) -> float:
+        out = update_metrics(totals, 2, tf.constant(returns), tf.constant(values), tf.constant(valid), lr, clip)
+        np.testing.assert_allclose(out.numpy()[[0, 1, 3, 4]], [1.0, 2.0, 3e-4, 0.1], rtol=1e-6)
+        return float(out[2])
+
+    on = valid > 0
+    err = (returns - noisy)[on]
+    assert explained(noisy) == pytest.approx(1.0 - err.var() / returns[on].var(), rel=1e-4)
+    assert explained(np.where(on, returns, -1e6).astype(np.float32)) == pytest.approx(1.0)
+    assert explained(np.full(64, returns[on].mean(), np.float32)) == pytest.approx(0.0, abs=1e-5)
+    assert math.isnan(float(update_metrics(totals, 2, tf.ones([4]), tf.zeros([4]), tf.ones([4]), lr, clip)[2]))
 
 
 def test_ppo_is_deterministic_for_a_seed() -> None:
