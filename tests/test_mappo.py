@@ -216,6 +216,24 @@ def test_mappo_and_ippo_learn_a_multi_agent_bandit(state: bool) -> None:
     assert learner.value_norm is not None and learner.value_norm.debiasing_term.numpy() > 0
 
 
+@pytest.mark.parametrize("minibatch", [None, 4 * ROWS], ids=["whole", "halves"])
+def test_value_norm_takes_in_every_gradient_steps_returns_as_the_reference(minibatch) -> None:
+    """The reference folds each minibatch's returns into ValueNorm before normalising them, at
+    every gradient step: E epochs of M minibatches are E*M updates of the debiased average,
+    not one per rollout (which weighs the rollout differently within the epochs)."""
+    epochs = 3
+    config = {"epochs": epochs} if minibatch is None else {"epochs": epochs, "minibatch": minibatch}
+    policy, value, learner = make_learner(True, steps=8, **config)
+    buffer = RolloutBuffer(8, ROWS, (OBS,), state_shape=(STATE,))
+    rng = np.random.default_rng(1)
+    _, obs, st = collect(policy, value, buffer, rng, True, 8)
+    learner.update(buffer, obs, st)
+    updates = epochs * learner.minibatches_per_epoch
+    assert learner.minibatches_per_epoch == (1 if minibatch is None else 2)
+    beta = learner.value_norm.beta
+    np.testing.assert_allclose(learner.value_norm.debiasing_term.numpy(), 1.0 - beta**updates, rtol=1e-4)
+
+
 def test_update_fn_takes_states_after_values_and_last_state_after_last_obs() -> None:
     _, _, learner = make_learner(True, steps=2)
     inputs = [s.shape.as_list() for s in learner.update_fn.input_signature]

@@ -79,8 +79,9 @@ class MAPPOConfig(PPOConfig):
     value_norm: bool = setting(
         True,
         "Value normalisation (the reference's ValueNorm): the value function predicts returns "
-        "normalised by running, debiased statistics (decay 0.99999) updated with each rollout's "
-        "returns; its outputs are denormalised for the advantages.",
+        "normalised by running, debiased statistics (decay 0.99999) updated at every gradient step "
+        "with its minibatch's returns, then normalising them into the step's targets (as the "
+        "reference); its outputs are denormalised for the advantages.",
         BOOLEAN,
         (False,),
     )

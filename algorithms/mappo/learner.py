@@ -9,10 +9,13 @@ the learner sees a single-agent rollout of ``[T, B*N]`` rows. Beyond PPO:
   critic; without it (IPPO) it reads each agent's observation, as PPO's.
 * ``value_norm``: the value function predicts returns normalised by :class:`ValueNorm`
   (the reference's running, debiased mean and variance, decay 0.99999). Its outputs (the
-  buffer's ``values``) are denormalised for GAE; the statistics are updated once per
-  rollout with the rollout's returns (valid rows), before the epochs, and the targets
-  are the returns normalised by the updated statistics. (The reference updates them per
-  minibatch; with its default of one minibatch it sees the same returns each epoch.)
+  buffer's ``values``) are denormalised for GAE with the statistics the rollout was
+  collected under; then, as the reference, every gradient step first folds its
+  minibatch's returns (valid rows) into the statistics and then normalises them into the
+  step's targets. With one minibatch the statistics take in the same returns once per
+  epoch: the debiased average weighs each update alike, so within an update the
+  rollout's share grows epoch by epoch (from 1/(10k - 9) to 1/k at update k with 10
+  epochs), which updating once per rollout (1/k throughout) does not reproduce.
 * The value loss is the Huber loss (``huber_delta``; null: half the squared error, as
   the reference) and, with ``clip_value``, the larger of the clipped and the unclipped
   losses per sample, all in the normalised space.
@@ -268,15 +271,9 @@ class MAPPOLearner(tf.Module):
         else:
             advantages = gae(rewards, values_d, next_values, ends, dones, cfg.gamma, cfg.gae_lambda)
             returns = advantages + values_d
-        if norm is not None:
-            norm.update(returns, valid)
-            targets = norm.normalize(returns)
-        else:
-            targets = returns
-
         lr, clip, critic_lr = self._lr(progress), self._clip(progress), self._critic_lr(progress)
         steps = cfg.epochs * self.minibatches_per_epoch
-        fields = (obs, states, actions, logp, values, advantages, targets, valid)
+        fields = (obs, states, actions, logp, values, advantages, returns, valid)
         if self.recurrent:
             step = _sequence_steps(self, fields, memory, lr, critic_lr, clip)
         else:
@@ -322,6 +319,9 @@ class MAPPOLearner(tf.Module):
         actions, old_logp, old_values, advantages, targets, valid = rows
         w = valid * pad_weight
         n = tf.maximum(tf.reduce_sum(w), 1.0)
+        if self.value_norm is not None:  # the reference's order: fold the returns in, then normalise them
+            self.value_norm.update(targets, w)
+            targets = self.value_norm.normalize(targets)
         if cfg.normalize_advantage:
             mean = _masked_mean(advantages, w, n)
             var = tf.reduce_sum(w * tf.square(advantages - mean)) / tf.maximum(n - 1.0, 1.0)
