@@ -3,9 +3,9 @@
 The reference is not a dependency of rlgen: it is a checkout run from its own virtual
 environment, laid out as ``DIR/src`` (the repository, whose ``onpolicy/scripts/train/train_mpe.py``
 trains MPE) and ``DIR/.venv/bin/python`` (torch, gym 0.26 and its other requirements).
-``ONPOLICY_DUMMY_VEC=1`` is set for it: the checkout used here steps its env copies in one
-process with that variable (its ``SubprocVecEnv`` of 128 processes does not start on 2 cores);
-a checkout without that change ignores it.
+Its ``SubprocVecEnv`` of 128 processes does not start on 2 cores, so ``train_mpe.py`` runs
+through a two-line launcher that swaps in the repository's own ``DummyVecEnv`` (its env copies
+stepped in one process) and changes nothing else; the checkout stays as published.
 
 It runs ``train_mpe_spread.sh``'s settings (3 agents, 128 envs x 25 steps, 10 epochs, one
 minibatch, lr 7e-4, ``--use_ReLU`` as the script passes it) with the given algorithm
@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STEPS_PER_UPDATE = 128 * 25
+#: train_mpe.py's main() with DummyVecEnv for SubprocVecEnv (see the module docstring)
+LAUNCH = (
+    "import sys; import onpolicy.scripts.train.train_mpe as t; t.SubprocVecEnv = t.DummyVecEnv; t.main(sys.argv[1:])"
+)
 #: The reference's log: every 5 updates a progress line, then the last rollout's reward line.
 _PROGRESS = re.compile(r"total num timesteps (\d+)/(\d+), FPS (\d+)")
 _REWARD = re.compile(r"average episode rewards is (\S+)")
@@ -48,7 +52,7 @@ def run_reference(directory: Path, algorithm: str, updates: int, seed: int = 1, 
     if not script.exists() or not python.exists():
         return ReferenceRun(False, error=f"no reference checkout at {directory} (src/onpolicy, .venv)")
     cmd = [
-        str(python), "-u", str(script),
+        str(python), "-u", "-c", LAUNCH,
         "--env_name", "MPE", "--algorithm_name", algorithm, "--experiment_name", f"speed_{algorithm}",
         "--scenario_name", "simple_spread", "--num_agents", "3", "--num_landmarks", "3", "--seed", str(seed),
         "--n_training_threads", "1", "--n_rollout_threads", "128", "--num_mini_batch", "1",
@@ -56,7 +60,7 @@ def run_reference(directory: Path, algorithm: str, updates: int, seed: int = 1, 
         "--use_ReLU", "--gain", "0.01", "--lr", "7e-4", "--critic_lr", "7e-4",
         "--use_wandb", "--user_name", "speed",
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(src), "ONPOLICY_DUMMY_VEC": "1"}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     started = time.perf_counter()
     seen: list[tuple[float, int, int]] = []  # (arrival, env steps, its FPS)
     proc = subprocess.Popen(
