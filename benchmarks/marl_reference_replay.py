@@ -116,7 +116,7 @@ def replay(dump: dict[str, np.ndarray], epochs: int) -> dict[str, Any]:
             value = dump[f"before/{side}/{name}"]
             var.assign((value.T if transposed else value).astype(np.float32))
     optimizers = {"actor": learner.optimizer, "critic": learner.critic_optimizer}
-    if f"opt_names/{next(iter(nets))}" in dump and "opt_before/actor/0/step" in dump:
+    if "opt_before/actor/0/step" in dump:  # iterations after the first: the optimizers have state
         for side, net in nets.items():
             opt, order = optimizers[side], [str(n) for n in dump[f"opt_names/{side}"]]
             where = {id(var): (name, transposed) for var, name, transposed in layers(net, side)}
