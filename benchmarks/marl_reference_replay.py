@@ -20,16 +20,21 @@ within the last step); rlgen's learner is given the same 25 rows.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from rlgen.runtime import tfimport
 
 tfimport.install()  # TensorFlow's import without its native log lines, as an rlgen rank's
 
+from rlgen.algorithms.mappo import MAPPO  # noqa: E402
 from rlgen.algorithms.mappo.config import MAPPOConfig  # noqa: E402
 from rlgen.algorithms.mappo.learner import MAPPOLearner  # noqa: E402
+from rlgen.dsl.resolved import resolved  # noqa: E402
+from rlgen.dsl.specbuild import build_spec  # noqa: E402
 from rlgen.runtime.buffers import Memory, StateRollout  # noqa: E402
 from rlgen.runtime.networks import build_network  # noqa: E402
 from rlgen.runtime.policies import ActionSpec, Policy, Value  # noqa: E402
@@ -37,29 +42,16 @@ from rlgen.runtime.tfutil import configure_threads  # noqa: E402
 
 STEPS, ENVS, AGENTS, OBS, ACTIONS = 25, 128, 3, 18, 5
 ROWS, STATE = ENVS * AGENTS, AGENTS * OBS
-NETWORK = {
-    "kind": "mlp",
-    "hidden": [64, 64],
-    "activation": "tanh",
-    "init": "orthogonal",
-    "layer_norm": True,
-    "recurrent": {"size": 64, "layer_norm": True},
-}
-SETTINGS = {  # the example's learner (the reference's train_mpe_spread.sh)
-    "lr": 7e-4,
-    "gamma": 0.99,
-    "gae_lambda": 0.95,
-    "clip": 0.2,
-    "clip_value": 0.2,
-    "ent_coef": 0.01,
-    "vf_coef": 1.0,
-    "max_grad_norm": 10.0,
-    "optimizer": {"kind": "adam", "eps": 1e-5},
-    "value_norm": True,
-    "huber_delta": 10.0,
-    "time_limit": "terminal",
-    "chunk": 10,
-}
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rmappo-simple-spread.rl.yaml"
+
+
+def example() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The example's policy and value networks and its learner's settings (the reference's),
+    read through the spec as a build reads them."""
+    spec = resolved(build_spec(yaml.safe_load(EXAMPLE.read_text())))
+    return spec["networks"]["pi"], spec["networks"]["v"], MAPPO.settings_of(spec["components"]["learner"])
+
+
 #: rlgen's recurrent MLP -> the reference's parameter names (R_Actor / R_Critic), "|T": transposed
 LAYERS = (
     ("input_norm.gamma", "base.feature_norm.weight"),
@@ -104,11 +96,12 @@ def rows(x: np.ndarray) -> np.ndarray:
 
 def replay(dump: dict[str, np.ndarray], epochs: int) -> dict[str, Any]:
     """One update of a fresh learner, loaded from the dump; its metrics and weights after it."""
-    pi = build_network(NETWORK, (OBS,), ACTIONS, output_gain=0.01, seed=1, name="pi")
-    v = build_network(NETWORK, (STATE,), 1, output_gain=1.0, seed=2, name="v")
+    pi_net, v_net, settings = example()
+    pi = build_network(pi_net, (OBS,), ACTIONS, output_gain=0.01, seed=1, name="pi")
+    v = build_network(v_net, (STATE,), 1, output_gain=1.0, seed=2, name="v")
     actor = Policy(pi, ActionSpec(n=ACTIONS), seed=100, name="actor")
     critic = Value(v, name="critic")
-    config = MAPPOConfig(**{**SETTINGS, "epochs": epochs})
+    config = MAPPOConfig(**{**settings, "epochs": epochs})
     learner = MAPPOLearner(actor, critic, config, STEPS, ROWS, (OBS,), seed=103, state_shape=(STATE,))
     nets = {"actor": pi, "critic": v}
     for side, net in nets.items():

@@ -24,11 +24,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import onpolicy.scripts.train.train_mpe as train_mpe
 import torch
 from onpolicy.config import get_config
-from onpolicy.envs.env_wrappers import DummyVecEnv
-from onpolicy.envs.mpe.MPE_env import MPEEnv
-from onpolicy.scripts.train.train_mpe import parse_args  # adds --scenario_name/--num_landmarks/--num_agents
 
 ARGS = [
     "--env_name",
@@ -75,22 +73,6 @@ def t2n(x):
     return x.detach().cpu().numpy()
 
 
-def make_train_env_dummy(all_args):
-    # identical to train_mpe.py make_train_env's init_env, but always DummyVecEnv
-    def get_env_fn(rank):
-        def init_env():
-            if all_args.env_name == "MPE":
-                env = MPEEnv(all_args)
-            else:
-                raise NotImplementedError
-            env.seed(all_args.seed + rank * 1000)
-            return env
-
-        return init_env
-
-    return DummyVecEnv([get_env_fn(i) for i in range(all_args.n_rollout_threads)])
-
-
 def state_dict_np(prefix, module, out):
     for k, v in module.state_dict().items():
         out[f"{prefix}/{k}"] = t2n(v).copy()
@@ -116,7 +98,7 @@ def to_float(v):
 def main():
     # ---- config exactly as train_mpe.py main() builds it ----
     parser = get_config()
-    all_args = parse_args(ARGS, parser)
+    all_args = train_mpe.parse_args(ARGS, parser)
     if all_args.algorithm_name == "rmappo":
         all_args.use_recurrent_policy = True
         all_args.use_naive_recurrent_policy = False
@@ -139,7 +121,8 @@ def main():
     torch.cuda.manual_seed_all(all_args.seed)
     np.random.seed(all_args.seed)
 
-    envs = make_train_env_dummy(all_args)
+    train_mpe.SubprocVecEnv = train_mpe.DummyVecEnv  # its own make_train_env, one process
+    envs = train_mpe.make_train_env(all_args)
     config = {
         "all_args": all_args,
         "envs": envs,
