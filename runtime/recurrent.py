@@ -20,6 +20,7 @@ A sequence is laid out time-major: ``x [L, S, ...]`` for ``S`` sequences of ``L`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +38,9 @@ from .layers import (
     orthogonal,
     output_heads,
 )
+
+#: ``(where [L, S] bool, states [L, S, size])``: steps at which an unroll takes the given state
+Resume: TypeAlias = tuple[tf.Tensor, tf.Tensor]
 
 
 class GRU(tf.Module):
@@ -71,21 +75,31 @@ class GRU(tf.Module):
         h = _reset(h, first)
         return self._cell(tf.matmul(x, self.w_x) + self.b_x, h)
 
-    def unroll(self, x: tf.Tensor, h0: tf.Tensor, first: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def unroll(
+        self, x: tf.Tensor, h0: tf.Tensor, first: tf.Tensor | None = None, resume: Resume | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """``(states [L, S, size], last [S, size])`` of ``S`` sequences of ``L`` steps: the
-        input half of every step in one matmul, then the recurrent half step by step."""
+        input half of every step in one matmul, then the recurrent half step by step.
+        ``resume = (where [L, S], states [L, S, size])``: at those steps the state is replaced
+        by the given one (a sequence that runs on into another row takes that row's stored
+        state), before ``first`` zeroes it."""
         steps = tf.shape(x)[0]
         gx = tf.reshape(
             tf.matmul(tf.reshape(x, [-1, self.input_size]), self.w_x) + self.b_x, [steps, -1, 3 * self.size]
         )
         if first is None:
             first = tf.zeros(tf.shape(gx)[:2], tf.bool)
+        if resume is None:
+            resume = (tf.zeros(tf.shape(gx)[:2], tf.bool), tf.zeros(tf.concat([tf.shape(gx)[:2], [self.size]], 0)))
+        where, stored = resume
 
-        def body(h: tf.Tensor, inputs: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
-            g, f = inputs
+        def body(h: tf.Tensor, inputs: tuple[tf.Tensor, ...]) -> tf.Tensor:
+            g, f, w, s = inputs
+            h = tf.where(w[:, None], s, h)
             return self._cell(g, _reset(h, f))
 
-        states = tf.scan(body, (gx, tf.cast(first, tf.bool)), initializer=h0)
+        inputs = (gx, tf.cast(first, tf.bool), tf.cast(where, tf.bool), tf.cast(stored, gx.dtype))
+        states = tf.scan(body, inputs, initializer=h0)
         return states, states[-1]
 
 
@@ -170,12 +184,15 @@ class RecurrentMLP(tf.Module):
         h = self.gru.step(self._torso(x), h, first)
         return self._heads(h), h
 
-    def unroll(self, x: tf.Tensor, h0: tf.Tensor, first: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def unroll(
+        self, x: tf.Tensor, h0: tf.Tensor, first: tf.Tensor | None = None, resume: Resume | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """``(outputs [L, S, output_size], last state [S, size])`` of ``S`` sequences of ``L``
-        steps (``x [L, S, *input_shape]``, ``first [L, S]``, ``h0 [S, size]``)."""
+        steps (``x [L, S, *input_shape]``, ``first [L, S]``, ``h0 [S, size]``; ``resume`` as
+        :meth:`GRU.unroll`'s)."""
         steps, seqs = tf.shape(x)[0], tf.shape(x)[1]
         features = tf.reshape(self._torso(x), [steps, seqs, -1])
-        states, last = self.gru.unroll(features, h0, first)
+        states, last = self.gru.unroll(features, h0, first, resume)
         out = self._heads(tf.reshape(states, [-1, self.gru.size]))
         return tf.reshape(out, [steps, seqs, self.output_size]), last
 

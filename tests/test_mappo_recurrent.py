@@ -17,7 +17,7 @@ from rlgen.algorithms.mappo.learner import MAPPOLearner  # noqa: E402
 from rlgen.runtime.buffers import RolloutBuffer  # noqa: E402
 from rlgen.runtime.policies import ActionSpec, Policy, Value  # noqa: E402
 from rlgen.runtime.recurrent import RecurrentMLP  # noqa: E402
-from rlgen.runtime.sequences import sequence_starts, to_sequences  # noqa: E402
+from rlgen.runtime.sequences import chunks, restarts, to_sequences  # noqa: E402
 
 T, B, OBS, STATE, ACTIONS, H = 25, 6, 5, 7, 4, 8
 
@@ -79,21 +79,41 @@ def test_chunked_recomputation_gives_back_what_was_acted_with(chunk):
         obs, _, _, _, _, valid, logp, values, states = (tf.constant(x) for x in data)
         first, h, hv = (tf.constant(x) for x in memory)
         assert memory[0][1:].any()  # some rows start episodes mid-rollout
-        dist = pi.distribution_seq(to_sequences(obs, chunk), sequence_starts(h, chunk), to_sequences(first, chunk))
+        at = restarts(obs.shape[0], obs.shape[1], chunk)
+        h_seq, hv_seq = to_sequences(h, chunk), to_sequences(hv, chunk)
+        dist = pi.distribution_seq(to_sequences(obs, chunk), h_seq[0], to_sequences(first, chunk), (at, h_seq))
         seq_actions = tf.reshape(to_sequences(tf.constant(data[1]), chunk), [-1])
         got = dist.log_prob(seq_actions).numpy()
         want = tf.reshape(to_sequences(logp, chunk), [-1]).numpy()
         mask = tf.reshape(to_sequences(valid, chunk), [-1]).numpy() > 0
         np.testing.assert_allclose(got[mask], want[mask], atol=1e-5)
-        got_v = v.value_seq(to_sequences(states, chunk), sequence_starts(hv, chunk), to_sequences(first, chunk))
+        got_v = v.value_seq(to_sequences(states, chunk), hv_seq[0], to_sequences(first, chunk), (at, hv_seq))
         want_v = tf.reshape(to_sequences(values, chunk), [-1]).numpy()
         np.testing.assert_allclose(got_v.numpy()[mask], want_v[mask], atol=1e-5)
         if i == 0:  # every row's first chunk starts its first episode
             continue
         # the second rollout's chunks start from carried states: from zeros the recomputation differs
-        zeros = tf.zeros_like(sequence_starts(h, chunk))
-        other = pi.distribution_seq(to_sequences(obs, chunk), zeros, to_sequences(first, chunk)).log_prob(seq_actions)
-        assert np.abs(other.numpy()[mask] - want[mask]).max() > 1e-2
+        zeros = tf.zeros_like(h_seq)
+        other = pi.distribution_seq(to_sequences(obs, chunk), zeros[0], to_sequences(first, chunk), (at, zeros))
+        assert np.abs(other.log_prob(seq_actions).numpy()[mask] - want[mask]).max() > 1e-2
+        # a sequence that runs on into another row must take that row's stored state, not carry its own
+        carried = pi.distribution_seq(to_sequences(obs, chunk), h_seq[0], to_sequences(first, chunk))
+        if chunk != 25:  # 25 divides the 25-step rows: no sequence runs on into another row
+            assert np.abs(carried.log_prob(seq_actions).numpy()[mask] - want[mask]).max() > 1e-2
+
+
+def test_rows_are_laid_end_to_end_and_cut_into_chunks():
+    x = tf.reshape(tf.range(2 * 26), [2, 26])  # row b, step t holds b*26 + t
+    seqs = to_sequences(tf.transpose(x), 10)  # [T, B] in
+    assert chunks(26, 2, 10) == 6 and seqs.shape == (10, 6)
+    laid = tf.reshape(tf.transpose(seqs), [-1]).numpy()
+    np.testing.assert_array_equal(laid[:52], np.arange(52))  # end to end, in row order
+    np.testing.assert_array_equal(laid[52:], 0)  # the last chunk padded
+    at = restarts(26, 2, 10)
+    starts = np.flatnonzero(np.transpose(at).reshape(-1))
+    np.testing.assert_array_equal(starts, [0, 10, 20, 26, 30, 40, 50])  # chunk starts and row 1's start
+    # the cuts move from row to row: row 0 is cut at steps 10 and 20, row 1 at 4, 14 and 24
+    assert {p % 26 for p in starts if p >= 26} == {0, 4, 14, 24}
 
 
 @pytest.mark.parametrize(("recurrent_value", "minibatch"), [(True, None), (True, 30), (False, None)])
@@ -101,7 +121,8 @@ def test_an_update_at_zero_learning_rate_sees_ratio_one_everywhere(recurrent_val
     pi, v = components(recurrent_value)
     cfg = dataclasses.replace(MAPPOConfig(), lr=0.0, epochs=2, minibatch=minibatch)
     learner = MAPPOLearner(pi, v, cfg, T, B, (OBS,), state_shape=(STATE,))
-    assert learner.sequences == 3 * B and learner.minibatches_per_epoch == (1 if minibatch is None else 6)
+    assert learner.sequences == chunks(T, B, 10) == -(-T * B // 10)  # rows end to end, chunks of 10
+    assert learner.minibatches_per_epoch == (1 if minibatch is None else -(-learner.sequences // 3))
     for data, memory, last_obs, last_state, last_memory in collect(pi, v, 2, np.random.default_rng(7)):
         from rlgen.runtime.buffers import StateRollout
 

@@ -101,8 +101,8 @@ class MAPPOConfig(PPOConfig):
     chunk: int = setting(
         10,
         "With recurrent networks: the length of the sequences the update unrolls (the reference's "
-        "`data_chunk_length`), each from the state stored when acting; a minibatch holds whole "
-        "chunks. Unused otherwise.",
+        "`data_chunk_length`), cut from the rollout's rows laid end to end, each from the state "
+        "stored when acting; a minibatch holds whole chunks. Unused otherwise.",
         {"type": "integer", "minimum": 1, "maximum": 100000},
         (25,),
     )

@@ -29,8 +29,9 @@ the learner sees a single-agent rollout of ``[T, B*N]`` rows. Beyond PPO:
   observation), the reference's behaviour; ``bootstrap`` is PPO's.
 * Recurrent networks (runtime/recurrent.py; the reference's ``rmappo``): the update also
   takes the rollout's :class:`~rlgen.runtime.buffers.Memory` and trains on chunks of ``chunk``
-  steps (:mod:`rlgen.runtime.sequences`), each unrolled from the state stored while acting
-  (no burn-in, as the reference), minibatches of whole chunks.
+  steps cut from its rows laid end to end (:mod:`rlgen.runtime.sequences`), each unrolled
+  from the state stored while acting (no burn-in, as the reference), minibatches of whole
+  chunks.
 
 The metrics vector is PPO's (``grad_norm``: of all gradients together, before clipping).
 """
@@ -59,7 +60,7 @@ from rlgen.algorithms.ppo.learner import (
 from rlgen.runtime.buffers import Memory, Rollout, RolloutBuffer, StateRollout
 from rlgen.runtime.optim import as_schedule, build_optimizer, clip_by_global_norm
 from rlgen.runtime.policies import Policy, Value, distribution_and_value
-from rlgen.runtime.sequences import chunks, sequence_minibatches, sequence_starts, to_sequences
+from rlgen.runtime.sequences import chunks, restarts, sequence_minibatches, to_sequences
 from rlgen.runtime.tfutil import flat_caller, to_tensor
 from rlgen.runtime.valuenorm import ValueNorm
 
@@ -138,7 +139,7 @@ class MAPPOLearner(tf.Module):
         self.memory_sizes = None
         if self.recurrent:
             self.memory_sizes = tuple(c.network.state_size if c.recurrent else 0 for c in (policy, value))
-            self.sequences = chunks(self.num_steps, self.chunk) * self.num_envs
+            self.sequences = chunks(self.num_steps, self.num_envs, self.chunk)
             self.sequences_per_minibatch = _sequences_per_minibatch(
                 self.chunk, None if whole else config.minibatch, self.sequences, config.correction, agent_block
             )
@@ -371,8 +372,8 @@ def _sequence_steps(
     """A recurrent learner's training-loop step over chunks: each minibatch of whole sequences is unrolled
     from its stored states, then trained on as ``L*S`` rows (padding rows weigh 0)."""
     first, policy_states, value_states = memory
-    seqs = [to_sequences(x, learner.chunk) for x in (*batch, first)]
-    starts = [sequence_starts(x, learner.chunk) for x in (policy_states, value_states)]
+    seqs = [to_sequences(x, learner.chunk) for x in (*batch, first, policy_states, value_states)]
+    where = tf.constant(restarts(learner.num_steps, learner.num_envs, learner.chunk))
     whole = learner.minibatches_per_epoch == 1
     if not whole:
         index, pad_weight = sequence_minibatches(
@@ -381,22 +382,22 @@ def _sequence_steps(
 
     def step(k: tf.Tensor, totals: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if whole:
-            mb, h0, weight = seqs, starts, tf.ones([learner.sequences])
+            mb, at, weight = seqs, where, tf.ones([learner.sequences])
         else:
             mb = [tf.gather(x, index[k], axis=1) for x in seqs]
-            h0, weight = [tf.gather(x, index[k]) for x in starts], pad_weight[k]
-        obs, states, *rows, first_s = mb
+            at, weight = tf.gather(where, index[k], axis=1), pad_weight[k]
+        obs, states, *rows, first_s, h_policy, h_value = mb
         rows = [tf.reshape(x, [-1, *x.shape[2:]]) for x in rows]  # actions .. valid, L*S rows
         weight = tf.reshape(tf.broadcast_to(weight[None], tf.shape(first_s)), [-1])
 
         def forward() -> tuple[Any, tf.Tensor]:
             policy, value = learner.policy, learner.value
-            if policy.recurrent:
-                dist = policy.distribution_seq(obs, h0[0], first_s)
+            if policy.recurrent:  # each sequence from its stored states (and the rows it runs on into)
+                dist = policy.distribution_seq(obs, h_policy[0], first_s, (at, h_policy))
             else:
                 dist = policy.distribution(tf.reshape(obs, [-1, *obs.shape[2:]]))
             if value.recurrent:
-                return dist, value.value_seq(states, h0[1], first_s)
+                return dist, value.value_seq(states, h_value[0], first_s, (at, h_value))
             return dist, value.value(tf.reshape(states, [-1, *states.shape[2:]]))
 
         return k + 1, totals + learner._train_step(forward, rows, weight, lr, critic_lr, clip)
