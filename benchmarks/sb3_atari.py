@@ -32,8 +32,8 @@ likeliest, as ``rlgen eval``'s exported policy), and a closing ``{"kind": "done"
 trained model goes to ``--save`` (default: ``--out`` with ``.zip``). SIGTERM or SIGINT stops it
 at the start of the next iteration with the model saved there (``{"kind": "stopped"}``, exit
 143 or 130; the games under way are lost), and ``--resume`` with the same arguments goes on
-from there (the schedules too) in fresh envs; ``--eval-only`` appends the two final evaluations
-of the model saved where it stopped. Evaluations run
+from there (the schedules too) in fresh envs; ``--eval-only`` appends the final evaluations
+(PPO's two, DQN's greedy one) of the model saved where it stopped, or at the end. Evaluations run
 ``evaluate_policy`` on a separate env built the same way (seed ``--eval-seed``, one env a game);
 it counts the ``Monitor``'s episode returns, so a score is the unclipped full game, as
 ``rlgen eval`` reports it.
@@ -178,7 +178,8 @@ def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
             cb = Learning(out, args.eval_seed, args.eval_every, args.eval_episodes, deterministic=greedy)
             cb.init_callback(model)
             cb.num_timesteps = model.num_timesteps
-            cb.evaluate(args.final_episodes, final=True)
+            if not greedy:  # as at the end of learn() below: DQN's evaluations are greedy already
+                cb.evaluate(args.final_episodes, final=True)
             cb.deterministic = True
             cb.evaluate(args.final_episodes, final=True)
         return 0
