@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from .distributions import Categorical, DiagGaussian, Distribution
-from .recurrent import is_recurrent
+from .recurrent import Resume, is_recurrent
 from .tfutil import numpy_caller
 
 
@@ -163,7 +163,9 @@ class Policy(tf.Module):
         out, state = self.network.step(obs, state, first)
         return (*self._act(self.distribution_from(out), deterministic), state)
 
-    def distribution_seq(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor, resume: Any = None) -> Distribution:
+    def distribution_seq(
+        self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor, resume: Resume | None = None
+    ) -> Distribution:
         """The distribution at every step of ``S`` sequences of ``L`` steps (``obs [L, S, ...]``
         from the states ``[S, size]`` before their first step; ``resume``: the steps that take
         a stored state instead, see :meth:`rlgen.runtime.recurrent.GRU.unroll`), flattened to
@@ -238,7 +240,7 @@ class Value(tf.Module):
         out, state = self.network.step(obs, state, first)
         return self.value_from(out), state
 
-    def value_seq(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor, resume: Any = None) -> tf.Tensor:
+    def value_seq(self, obs: tf.Tensor, state: tf.Tensor, first: tf.Tensor, resume: Resume | None = None) -> tf.Tensor:
         """The values ``[L*S]`` of ``S`` sequences of ``L`` steps (see :meth:`Policy.distribution_seq`)."""
         out, _ = self.network.unroll(obs, state, first, resume)
         return self.value_from(tf.reshape(out, [-1, out.shape[-1]]))

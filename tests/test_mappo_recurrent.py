@@ -121,8 +121,8 @@ def test_an_update_at_zero_learning_rate_sees_ratio_one_everywhere(recurrent_val
     pi, v = components(recurrent_value)
     cfg = dataclasses.replace(MAPPOConfig(), lr=0.0, epochs=2, minibatch=minibatch)
     learner = MAPPOLearner(pi, v, cfg, T, B, (OBS,), state_shape=(STATE,))
-    assert learner.sequences == chunks(T, B, 10) == -(-T * B // 10)  # rows end to end, chunks of 10
-    assert learner.minibatches_per_epoch == (1 if minibatch is None else -(-learner.sequences // 3))
+    assert learner.sequences == 15  # 6 rows of 25 steps laid end to end: 15 chunks of 10
+    assert learner.minibatches_per_epoch == (1 if minibatch is None else 5)  # 30 steps: 3 chunks a minibatch
     for data, memory, last_obs, last_state, last_memory in collect(pi, v, 2, np.random.default_rng(7)):
         from rlgen.runtime.buffers import StateRollout
 
