@@ -28,6 +28,9 @@ SECONDARY_WAIT = 2.0
 START_TIMEOUT = 300.0
 #: Seconds between lifeline beats on a job that spans hosts (see rlgen.runtime.lifeline).
 BEAT_S = 2.0
+#: Seconds a rank of a one-host job still running after horovodrun ended gets to end (a rank
+#: told to stop finishes its iteration and writes a checkpoint) before it is killed.
+RANK_EXIT_S = 10.0
 #: What a stopping signal is called, and what the ranks are told.
 STOPS = {signal.SIGINT: ("interrupted", "interrupt", "Ctrl-C"), signal.SIGTERM: ("terminated", "terminate", "SIGTERM")}
 
@@ -215,4 +218,35 @@ class Job:
         return text[-1] if text else "no output"
 
     def close(self) -> None:
+        self._reap_ranks()
         self.board.close()
+
+    def _reap_ranks(self) -> None:
+        """Return only when no rank of a one-host job runs any more: horovodrun can end while a
+        rank it told to stop still finishes its iteration and writes a checkpoint, and a
+        ``--resume`` started then would race it for the run directory. A rank still running
+        after :data:`RANK_EXIT_S` is killed (a checkpoint cut short is passed over on resume)."""
+        if self.spans_hosts:
+            return  # a pid names a process on its own host only; horovodrun ends remote ranks
+        pids = [s.pid for s in self.board.ranks.values() if s.pid > 0]
+        deadline = time.monotonic() + RANK_EXIT_S
+        while (running := [p for p in pids if _running(p)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -161,3 +163,49 @@ def test_progress_prints_its_first_plain_line_on_a_freshly_booted_host(monkeypat
     out = io.StringIO()
     Progress(1000, stream=out, plain_every=5.0).update({"env_steps": 100, "time": 1.0, "mean_return": None})
     assert out.getvalue().count("\n") == 1
+
+
+def _detached_sleep(seconds: float) -> int:
+    """The pid of a process that sleeps, not this one's child (as a rank is not the launcher's)."""
+    sleep = f"import time; time.sleep({seconds})"
+    quiet = "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL"  # or run() waits for its pipe
+    code = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {sleep!r}], {quiet}).pid)"
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def _alive(pid: int) -> bool:
+    from rlgen.launch.watch import _running
+
+    return _running(pid)
+
+
+def test_a_one_host_job_returns_only_when_its_ranks_have_ended(monkeypatch):
+    """horovodrun can end while a rank it told to stop still writes its checkpoint: the launcher
+    waits for such a rank, and kills one that outlives the grace (real processes as the ranks)."""
+    from types import SimpleNamespace
+
+    from rlgen.launch import watch
+    from rlgen.runtime.lifeline import RankState
+
+    monkeypatch.setattr(watch, "RANK_EXIT_S", 5.0)
+
+    def reap(*pids: int) -> float:
+        ranks = {r: RankState(r, pid) for r, pid in enumerate(pids)}
+        job = SimpleNamespace(spans_hosts=False, board=SimpleNamespace(ranks=ranks))
+        started = time.monotonic()
+        watch.Job._reap_ranks(job)
+        return time.monotonic() - started
+
+    ending = _detached_sleep(1.5)
+    waited = reap(ending)
+    assert not _alive(ending) and 1.0 < waited < 4.5  # waited for it to end by itself
+    stuck = _detached_sleep(60)
+    try:
+        waited = reap(stuck)
+        end = time.monotonic() + 5
+        while _alive(stuck) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(stuck) and waited >= 5.0  # killed once the grace ran out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck, 9)
