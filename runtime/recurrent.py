@@ -89,16 +89,16 @@ class GRU(tf.Module):
         )
         if first is None:
             first = tf.zeros(tf.shape(gx)[:2], tf.bool)
-        if resume is None:
-            resume = (tf.zeros(tf.shape(gx)[:2], tf.bool), tf.zeros(tf.concat([tf.shape(gx)[:2], [self.size]], 0)))
-        where, stored = resume
+        inputs = (gx, tf.cast(first, tf.bool))
+        if resume is not None:  # without it, no per-step select
+            inputs += (tf.cast(resume[0], tf.bool), tf.cast(resume[1], gx.dtype))
 
         def body(h: tf.Tensor, inputs: tuple[tf.Tensor, ...]) -> tf.Tensor:
-            g, f, w, s = inputs
-            h = tf.where(w[:, None], s, h)
+            g, f, *resumed = inputs
+            if resumed:
+                h = tf.where(resumed[0][:, None], resumed[1], h)
             return self._cell(g, _reset(h, f))
 
-        inputs = (gx, tf.cast(first, tf.bool), tf.cast(where, tf.bool), tf.cast(stored, gx.dtype))
         states = tf.scan(body, inputs, initializer=h0)
         return states, states[-1]
 
