@@ -31,7 +31,7 @@ sooner, with the same replay and network). ``--dqn-steps`` runs only this.
 
     .venv/bin/python benchmarks/pixels.py [--iterations 4] [--workers 3] [--transitions 100000]
     .venv/bin/python benchmarks/pixels.py --dqn-steps 110000
-    .venv/bin/python benchmarks/pixels.py --sb3-python /path/to/sb3-venv/bin/python [--rounds 2] [--envpool]
+    .venv/bin/python benchmarks/pixels.py --sb3-python /path/to/sb3/bin/python [--rounds 2] [--envpool] [--bfloat16]
 
 Against SB3 (``--sb3-python``): rlgen's PPO Breakout under ``single`` (as above) and SB3's PPO
 with the same env and settings (``benchmarks/sb3_atari.py``, run by that interpreter), one after
@@ -56,12 +56,15 @@ EXAMPLE = ROOT / "examples" / "ppo-breakout.rl.yaml"
 PARTS = ("time_update", "time_env", "time_inference", "time_comm")
 
 
-def speed(policy: str, workers: int, iterations: int, scratch: Path, backend: str = "gymnasium") -> dict:
-    run_dir = scratch / f"ppo-breakout-{policy}-{backend}"
+def speed(
+    policy: str, workers: int, iterations: int, scratch: Path, backend: str = "gymnasium", precision: str = "float32"
+) -> dict:
+    run_dir = scratch / f"ppo-breakout-{policy}-{backend}-{precision}"
     cmd = [sys.executable, "-m", "rlgen", "run", str(EXAMPLE), "--policy", policy, "--iterations", str(iterations)]
     cmd += ["--workers", str(workers)] if policy != "single" else []
     cmd += ["--set", "train.eval.every=100000000", "--set", "train.checkpoint.every=100000000"]
     cmd += ["--set", f"env.backend={backend}"] if backend != "gymnasium" else []
+    cmd += ["--set", f"networks.torso.precision={precision}"] if precision != "float32" else []
     cmd += ["--run-dir", str(run_dir), "--quiet"]
     start = time.perf_counter()
     r = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
@@ -242,13 +245,20 @@ def print_dqn(steps: int, envs: int, compress: str) -> None:
         )
 
 
-def against_sb3(python: str, iterations: int, rounds: int, envpool: bool = False) -> None:
+def against_sb3(python: str, iterations: int, rounds: int, envpool: bool = False, bfloat16: bool = False) -> None:
     """rlgen's and SB3's PPO Breakout, alternating, env steps/s and where the time goes; with
-    ``envpool`` also rlgen on ``backend: envpool`` (SB3 has no envpool backend of its own)."""
+    ``envpool`` also rlgen on ``backend: envpool`` (SB3 has no envpool backend of its own), with
+    ``bfloat16`` also rlgen with the torso's ``precision: bfloat16`` (on each backend)."""
     sb3 = [python, str(ROOT / "benchmarks" / "sb3_atari.py"), "--iterations", str(iterations)]
-    rows: dict[str, list[dict]] = {"rlgen single": [], "SB3 PPO": []}
-    if envpool:
-        rows["rlgen envpool"] = []
+    backends = ("gymnasium", "envpool") if envpool else ("gymnasium",)
+    precisions = ("float32", "bfloat16") if bfloat16 else ("float32",)
+    #: each rlgen row's (backend, precision)
+    setups = {
+        " ".join(["rlgen", "single" if b == "gymnasium" else b] + (["bf16"] if p == "bfloat16" else [])): (b, p)
+        for b in backends
+        for p in precisions
+    }
+    rows: dict[str, list[dict]] = {"rlgen single": [], "SB3 PPO": [], **{name: [] for name in setups}}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for name in list(rows) if r % 2 == 0 else list(rows)[::-1]:
@@ -264,16 +274,16 @@ def against_sb3(python: str, iterations: int, rounds: int, envpool: bool = False
                 else:
                     scratch = Path(tmp) / f"round-{r}"
                     scratch.mkdir(exist_ok=True)
-                    x = speed("single", 1, iterations, scratch, "envpool" if name == "rlgen envpool" else "gymnasium")
+                    x = speed("single", 1, iterations, scratch, *setups[name])
                     rest = x["time_env"] + x["time_inference"]
                     rows[name].append({"steps_per_s": x["steps_per_s"], "update": x["time_update"], "rest": rest})
                 print(f"  round {r + 1} {name}: {rows[name][-1]['steps_per_s']:.1f} env steps/s", flush=True)
-    print(f"  {'':<14} {'steps/s (each round)':<24} {'update s':>9} {'acting+env s':>13}")
+    print(f"  {'':<18} {'steps/s (each round)':<24} {'update s':>9} {'acting+env s':>13}")
     for name, xs in rows.items():
         rates = " ".join(f"{x['steps_per_s']:.1f}" for x in xs)
         upd = sum(x["update"] for x in xs) / max(1, len(xs))
         rest = sum(x["rest"] for x in xs) / max(1, len(xs))
-        print(f"  {name:<14} {rates:<24} {upd:>9.1f} {rest:>13.1f}")
+        print(f"  {name:<18} {rates:<24} {upd:>9.1f} {rest:>13.1f}")
     if rows["SB3 PPO"]:
         b = statistics.median(x["steps_per_s"] for x in rows["SB3 PPO"])
         for name in (n for n in rows if n != "SB3 PPO" and rows[n]):
@@ -295,11 +305,12 @@ def main() -> None:
     ap.add_argument("--dqn-envs", type=int, default=1, help="its envs (the Zoo's: 1; more fill the replay sooner)")
     ap.add_argument("--dqn-replay", choices=("plain", "compressed", "both"), default="both", help="its replay")
     ap.add_argument("--envpool", action="store_true", help="with --sb3-python: also rlgen on backend: envpool")
+    ap.add_argument("--bfloat16", action="store_true", help="with --sb3-python: also rlgen with precision: bfloat16")
     args = ap.parse_args()
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
     if args.sb3_python:
         print(f"PPO Breakout, rlgen single against SB3, {args.iterations} iterations of 8 envs x 128 steps:")
-        against_sb3(args.sb3_python, args.iterations, args.rounds, args.envpool)
+        against_sb3(args.sb3_python, args.iterations, args.rounds, args.envpool, args.bfloat16)
         return
     if args.dqn_steps:
         print_dqn(args.dqn_steps, args.dqn_envs, args.dqn_replay)

@@ -87,6 +87,8 @@ def _resolved(spec: Spec) -> dict[str, Any]:
             networks[name]["layer_norm"] = True
         if net.kind == "mlp" and net.recurrent:
             networks[name]["recurrent"] = dict(net.recurrent)
+        if net.image and net.precision != "float32":  # only when set: specs without it resolve as before
+            networks[name]["precision"] = net.precision
     components = {}
     for name, comp in spec.components.items():
         d = {"kind": comp.kind, **plain(comp.settings)}

@@ -129,7 +129,8 @@ class EnvSpec:
 class Network:
     """An MLP (``hidden``, ``activation``, ``init``, ``layer_norm``), an image network (``cnn``:
     ``layers`` of ``{filters, kernel, stride}`` then dense ``hidden``; ``impala``: ``channels``
-    of its residual stacks then dense ``hidden``) or a custom network (``impl``, ``args``)."""
+    of its residual stacks then dense ``hidden``; both ``precision``) or a custom network
+    (``impl``, ``args``)."""
 
     name: str
     kind: str = "mlp"
@@ -141,6 +142,9 @@ class Network:
     args: dict[str, Any] = field(default_factory=dict)
     layers: tuple[dict[str, int], ...] = ()
     channels: tuple[int, ...] = ()
+    #: An image network's compute dtype: ``float32`` or ``bfloat16`` (mixed precision, float32
+    #: weights and heads; :mod:`rlgen.runtime.convnets`).
+    precision: str = "float32"
     #: ``{size, layer_norm}``: a GRU of ``size`` units between the hidden layers and the heads
     #: (an ``mlp``'s only), its output normalised with ``layer_norm``; None: not recurrent.
     recurrent: dict[str, Any] | None = None

@@ -130,7 +130,8 @@ class Dense(tf.Module):
         self.b = tf.Variable(tf.zeros([weights.shape[1]]), name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(x, self.w) + self.b
+        """In ``x``'s dtype (the weights cast to it: no op when it is theirs, float32)."""
+        return tf.matmul(x, tf.cast(self.w, x.dtype)) + tf.cast(self.b, x.dtype)
 
 
 class LayerNorm(tf.Module):
