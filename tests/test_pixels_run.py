@@ -2,7 +2,7 @@
 ``actors-learner``, A2C Breakout under ``single``, the IMPALA shape under ``async-actors``
 and DQN Pong past its learning start each end cleanly with a checkpoint, their observations
 uint8 from the env to the update; the exported policy takes uint8 frames and ``rlgen eval``
-plays it.
+plays it; a ``precision: bfloat16`` torso trains and exports bfloat16 convolutions.
 
 Tiny settings: 2 envs of 32 steps, one epoch of minibatch 64 for PPO; 2 envs of 5 steps for
 A2C; 2 envs of 8 steps on one actor for IMPALA; a 1,000-transition replay learning from step
@@ -70,10 +70,10 @@ def checkpointed(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "checkpoints").glob("ckpt-*.index"))
 
 
-def train_ppo(run_dir: Path, policy: str) -> None:
+def train_ppo(run_dir: Path, policy: str, *extra: str) -> None:
     spec = EXAMPLES / "ppo-breakout.rl.yaml"
     workers = ["--workers", 2] if policy != "single" else []
-    args = ["--policy", policy, *workers, "--iterations", 2, *PPO_TINY, "--run-dir", run_dir]
+    args = ["--policy", policy, *workers, "--iterations", 2, *PPO_TINY, *extra, "--run-dir", run_dir]
     r = rlgen("run", spec, *args, cwd=run_dir.parent)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
 
@@ -142,6 +142,21 @@ def test_the_exported_policy_takes_uint8_frames_and_rlgen_eval_plays_it(single_r
     assert e.returncode == 0, e.stdout[-2000:] + e.stderr[-3000:]
     result = json.loads(e.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 1 and math.isfinite(result["mean_return"])
+
+
+def test_a_bfloat16_torso_trains_checkpoints_and_its_exported_policy_computes_in_bfloat16(tmp_path):
+    import tensorflow as tf
+
+    run_dir = tmp_path / "run"
+    train_ppo(run_dir, "single", "--set", "networks.torso.precision=bfloat16")
+    check_trained(run_dir)
+    loaded = tf.saved_model.load(str(run_dir / "policy"))
+    graph = loaded.act.concrete_functions[0].graph
+    convs = [op for op in graph.get_operations() if op.type == "Conv2D"]
+    assert convs and {op.get_attr("T") for op in convs} == {tf.bfloat16}
+    e = rlgen("eval", run_dir, "--episodes", 1, "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stdout[-2000:] + e.stderr[-3000:]
+    assert math.isfinite(json.loads(e.stdout.strip().splitlines()[-1])["mean_return"])
 
 
 def test_dqn_pong_learns_past_learning_starts_and_checkpoints(tmp_path):
