@@ -6,14 +6,14 @@ with the same head protocol (several heads on one torso, fused into one :class:`
 exactly as an MLP is shared (SB3's ``CnnPolicy`` shares its ``NatureCNN`` the same way).
 
 Images arrive as the env gives them, usually ``uint8`` (rollouts, replay and channel
-messages carry them so); the first thing the graph does is cast them to float32 and scale
-by 1/255.
+messages carry them so); the first thing the graph does is cast them to the compute dtype
+(float32 unless ``precision`` says otherwise) and scale by 1/255.
 
 With ``precision="bfloat16"`` the torso and its dense layers compute in bfloat16 (inputs,
 activations and a bfloat16 copy of each weight, cast in the graph) while the variables, their
 gradients, the optimizer and the heads stay float32: mixed precision, as on accelerators. On a
-CPU with AVX512_BF16 (or AMX) oneDNN runs a Nature-CNN update in about 0.7 of float32's time
-(docs/benchmarks.md); without it bfloat16 is emulated and slower.
+CPU with AVX512_BF16 (or AMX) oneDNN runs a Nature-CNN PPO update in about two thirds of
+float32's time (docs/benchmarks.md); without it bfloat16 is emulated and slower.
 
 Layout: a rank-3 observation whose first axis is shorter than its last is read as
 channels-first (``[4, 84, 84]`` from ``FrameStackObservation`` or envpool) and transposed to
@@ -91,7 +91,6 @@ class _ImageNet(tf.Module):
         channels), the initializer, the hidden layers' gain and the seeded generator every
         layer draws from."""
         self.input_shape = tuple(int(d) for d in input_shape)
-        self.precision = precision
         self._dtype = PRECISIONS[precision]
         _, hwc = _layout(self.input_shape)
         self._activation = ACTIVATIONS[activation]
