@@ -239,14 +239,11 @@ class Job:
 
 def _running(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    import psutil  # a dependency of Horovod
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    except psutil.AccessDenied:
         return True

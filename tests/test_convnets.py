@@ -3,10 +3,10 @@ torsos, and the parameter counts the build writes into the plan."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from conftest import ROOT
 
 tf = pytest.importorskip("tensorflow")
 
@@ -103,7 +103,7 @@ def test_precision_is_written_only_when_set_and_refused_on_an_mlp_with_its_line(
         assert result.ok, [d.message for d in result.diagnostics]
         return resolved(result.spec)["networks"]
 
-    examples = Path(__file__).resolve().parents[1] / "examples"
+    examples = ROOT / "examples"
     breakout = (examples / "ppo-breakout.rl.yaml").read_text()
     assert "precision" not in networks(breakout)["torso"]  # builds without it keep their bytes
     mixed = breakout.replace("torso: {kind: cnn}", "torso: {kind: cnn, precision: bfloat16}")

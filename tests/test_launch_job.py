@@ -173,18 +173,13 @@ def _detached_sleep(seconds: float) -> int:
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
-def _alive(pid: int) -> bool:
-    from rlgen.launch.watch import _running
-
-    return _running(pid)
-
-
 def test_a_one_host_job_returns_only_when_its_ranks_have_ended(monkeypatch):
     """horovodrun can end while a rank it told to stop still writes its checkpoint: the launcher
     waits for such a rank, and kills one that outlives the grace (real processes as the ranks)."""
     from types import SimpleNamespace
 
     from rlgen.launch import watch
+    from rlgen.launch.watch import _running as _alive
     from rlgen.runtime.lifeline import RankState
 
     monkeypatch.setattr(watch, "RANK_EXIT_S", 5.0)
