@@ -107,7 +107,8 @@ def rlgen_half(saved: Path, steps: int) -> None:
     z = np.load(saved)
     net = ConvNet((4, 84, 84), 4, init="torch_uniform")
     names = ["conv0.b", "conv0.w", "conv1.b", "conv1.w", "conv2.b", "conv2.w", "dense.b", "dense.w", "head.b", "head.w"]
-    for v, x in zip(net.trainable_variables, to_rlgen(z, 0), strict=True):
+    before = to_rlgen(z, 0)
+    for v, x in zip(net.trainable_variables, before, strict=True):
         v.assign(x)
     learner = DQNLearner(QNetwork(net, 4), DQNConfig(jit_compile=False), (4, 84, 84), obs_dtype="uint8")
     print(f"{steps} gradient steps of {BATCH} real Breakout frames from SB3's initial weights;")
@@ -116,12 +117,13 @@ def rlgen_half(saved: Path, steps: int) -> None:
     for step in range(1, steps + 1):
         i = slice(BATCH * (step - 1), BATCH * step)
         m = learner.update((z["O"][i], z["A"][i].astype(np.int32), z["R"][i], z["N"][i], z["D"][i]))
-        theirs, before = to_rlgen(z, step), to_rlgen(z, step - 1)
+        theirs = to_rlgen(z, step)
         ratios = [
             np.linalg.norm(v.numpy() - t) / max(float(np.linalg.norm(t - b)), 1e-12)
             for v, t, b in zip(net.trainable_variables, theirs, before, strict=True)
         ]
         print(f"{step:<5} {m['loss']:.5f}  {m['grad_norm']:.4f}     " + " ".join(f"{r:8.1e}" for r in ratios))
+        before = theirs
 
 
 def main() -> None:

@@ -179,7 +179,6 @@ def test_a_one_host_job_returns_only_when_its_ranks_have_ended(monkeypatch):
     from types import SimpleNamespace
 
     from rlgen.launch import watch
-    from rlgen.launch.watch import _running as _alive
     from rlgen.runtime.lifeline import RankState
 
     monkeypatch.setattr(watch, "RANK_EXIT_S", 5.0)
@@ -193,14 +192,14 @@ def test_a_one_host_job_returns_only_when_its_ranks_have_ended(monkeypatch):
 
     ending = _detached_sleep(1.5)
     waited = reap(ending)
-    assert not _alive(ending) and 1.0 < waited < 4.5  # waited for it to end by itself
+    assert not watch._running(ending) and 1.0 < waited < 4.5  # waited for it to end by itself
     stuck = _detached_sleep(60)
     try:
         waited = reap(stuck)
         end = time.monotonic() + 5
-        while _alive(stuck) and time.monotonic() < end:
+        while watch._running(stuck) and time.monotonic() < end:
             time.sleep(0.05)
-        assert not _alive(stuck) and waited >= 5.0  # killed once the grace ran out
+        assert not watch._running(stuck) and waited >= 5.0  # killed once the grace ran out
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(stuck, 9)
