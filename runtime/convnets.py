@@ -31,7 +31,19 @@ import tensorflow as tf
 
 from rlgen.dsl.images import conv_out, image_layout
 
-from .layers import ACTIVATIONS, HIDDEN_GAIN, INITIALIZERS, Dense, OutputGain, OutputSize, head_slices, output_heads
+from .layers import (
+    ACTIVATIONS,
+    Dense,
+    OutputGain,
+    OutputSize,
+    check_activation_init,
+    draw_heads,
+    draw_hidden,
+    draw_layer,
+    head_slices,
+    hidden_gain,
+    output_heads,
+)
 
 #: The Nature CNN's convolutions (Mnih et al. 2015): ``(filters, kernel, stride)``, VALID padding.
 NATURE_LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -63,12 +75,15 @@ def to_nhwc(x: tf.Tensor, input_shape: Sequence[int], dtype: tf.DType = tf.float
 
 
 class Conv2D(tf.Module):
-    """A 2-D convolution ``[kernel, kernel, c_in, filters]`` with zero-initialised bias."""
+    """A 2-D convolution ``[kernel, kernel, c_in, filters]``; the bias starts at ``bias``, zeros
+    without it."""
 
-    def __init__(self, kernel: np.ndarray, stride: int, padding: str, name: str | None = None) -> None:
+    def __init__(
+        self, kernel: np.ndarray, stride: int, padding: str, bias: np.ndarray | None = None, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         self.w = tf.Variable(kernel, name="w")
-        self.b = tf.Variable(tf.zeros([kernel.shape[-1]]), name="b")
+        self.b = tf.Variable(tf.zeros([kernel.shape[-1]]) if bias is None else bias, name="b")
         self.stride, self.padding = int(stride), padding
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
@@ -76,11 +91,11 @@ class Conv2D(tf.Module):
         return tf.nn.conv2d(x, tf.cast(self.w, x.dtype), self.stride, self.padding) + tf.cast(self.b, x.dtype)
 
 
-def _conv(c_in: int, filters: int, kernel: int, stride: int, padding: str, make, gain, rng, name) -> Conv2D:
-    """A conv layer whose kernel is drawn as a ``[kernel*kernel*c_in, filters]`` matrix (as
-    ``torch.nn.init`` flattens a conv weight) and reshaped."""
-    flat = make(kernel * kernel * c_in, filters, gain, rng)
-    return Conv2D(flat.reshape(kernel, kernel, c_in, filters), stride, padding, name=name)
+def _conv(c_in: int, filters: int, kernel: int, stride: int, padding: str, init: str, rng, name: str) -> Conv2D:
+    """A hidden conv layer whose kernel is drawn as a ``[kernel*kernel*c_in, filters]`` matrix
+    (as ``torch.nn.init`` flattens a conv weight) and reshaped."""
+    flat, bias = draw_layer(init, kernel * kernel * c_in, filters, hidden_gain(init), rng)
+    return Conv2D(flat.reshape(kernel, kernel, c_in, filters), stride, padding, bias, name=name)
 
 
 class _ImageNet(tf.Module):
@@ -88,25 +103,23 @@ class _ImageNet(tf.Module):
 
     def _start(self, input_shape: Sequence[int], activation: str, init: str, seed: int, precision: str):
         """Set the input shape, activation and compute dtype; the input's (height, width,
-        channels), the initializer, the hidden layers' gain and the seeded generator every
-        layer draws from."""
+        channels) and the seeded generator every layer draws from."""
+        check_activation_init(activation, init)
         self.input_shape = tuple(int(d) for d in input_shape)
         self._dtype = PRECISIONS[precision]
         _, hwc = _layout(self.input_shape)
         self._activation = ACTIVATIONS[activation]
-        gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
-        return hwc, INITIALIZERS[init], gain, np.random.default_rng(seed)
+        return hwc, np.random.default_rng(seed)
 
-    def _finish(self, flat: int, dense: Sequence[int], heads, make, gain, rng) -> None:
+    def _finish(self, flat: int, dense: Sequence[int], heads, init: str, rng) -> None:
         sizes = [flat, *(int(d) for d in dense)]
-        pairs = enumerate(zip(sizes[:-1], sizes[1:], strict=True))
-        self.dense = [Dense(make(a, b, gain, rng), name=f"dense_{i}") for i, (a, b) in pairs]
+        self.dense = [Dense(w, b, name=f"dense_{i}") for i, (w, b) in enumerate(draw_hidden(sizes, init, rng))]
         self.head_sizes = tuple(n for n, _ in heads)
         self.head_gains = tuple(g for _, g in heads)
         self.head_slices = head_slices(self.head_sizes)
         self.output_size = sum(self.head_sizes)
         self.feature_size = sizes[-1]
-        self.head = Dense(np.concatenate([make(sizes[-1], n, g, rng) for n, g in heads], axis=1), name="head")
+        self.head = Dense(*draw_heads(sizes[-1], heads, init, rng), name="head")
 
     def torso(self, x: tf.Tensor) -> tf.Tensor:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -144,15 +157,15 @@ class ConvNet(_ImageNet):
         precision: str = "float32",
     ) -> None:
         super().__init__(name=name)
-        (h, w, c), make, gain, rng = self._start(input_shape, activation, init, seed, precision)
+        (h, w, c), rng = self._start(input_shape, activation, init, seed, precision)
         self.convs = []
         for i, (filters, kernel, stride) in enumerate(layers):
-            self.convs.append(_conv(c, filters, kernel, stride, "VALID", make, gain, rng, f"conv_{i}"))
+            self.convs.append(_conv(c, filters, kernel, stride, "VALID", init, rng, f"conv_{i}"))
             h, w, c = conv_out(h, kernel, stride, "VALID"), conv_out(w, kernel, stride, "VALID"), filters
             if h < 1 or w < 1:
                 raise ValueError(f"conv layer {i} ({filters}x{kernel}/{stride}) leaves no pixels of {input_shape}")
         self.flat_size = h * w * c
-        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), make, gain, rng)
+        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), init, rng)
 
     def torso(self, x: tf.Tensor) -> tf.Tensor:
         for conv in self.convs:
@@ -178,15 +191,15 @@ class ImpalaNet(_ImageNet):
         precision: str = "float32",
     ) -> None:
         super().__init__(name=name)
-        (h, w, c), make, gain, rng = self._start(input_shape, activation, init, seed, precision)
+        (h, w, c), rng = self._start(input_shape, activation, init, seed, precision)
         self.stacks = []
         for i, ch in enumerate(channels):
-            convs = [_conv(c, ch, 3, 1, "SAME", make, gain, rng, f"stack_{i}_conv")]
-            convs += [_conv(ch, ch, 3, 1, "SAME", make, gain, rng, f"stack_{i}_res_{j}") for j in range(4)]
+            convs = [_conv(c, ch, 3, 1, "SAME", init, rng, f"stack_{i}_conv")]
+            convs += [_conv(ch, ch, 3, 1, "SAME", init, rng, f"stack_{i}_res_{j}") for j in range(4)]
             self.stacks.append(convs)
             h, w, c = conv_out(h, 3, 2, "SAME"), conv_out(w, 3, 2, "SAME"), ch
         self.flat_size = h * w * c
-        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), make, gain, rng)
+        self._finish(self.flat_size, dense, output_heads(output_size, output_gain), init, rng)
 
     def torso(self, x: tf.Tensor) -> tf.Tensor:
         act = self._activation

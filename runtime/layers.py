@@ -59,7 +59,7 @@ def torch_uniform(fan_in: int, fan_out: int, gain: float, rng: np.random.Generat
     """PyTorch's default weights for ``nn.Linear`` and ``nn.Conv2d`` (``kaiming_uniform_`` with
     ``a=sqrt(5)``): uniform in ``±1 / sqrt(fan_in)``, scaled by ``gain``. What Stable-Baselines3's
     DQN, SAC and TD3 networks start from (only its actor-critic policies draw orthogonal
-    weights). Biases stay zero here; PyTorch draws them from the same range."""
+    weights). :func:`draw_layer` draws the biases PyTorch gives these layers too."""
     limit = gain / math.sqrt(fan_in)
     return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
 
@@ -80,17 +80,37 @@ def check_activation_init(activation: str, init: str) -> None:
         raise ValueError(f"unknown init {init!r}; one of {sorted(INITIALIZERS)}")
 
 
-def draw_hidden(sizes: Sequence[int], init: str, rng: np.random.Generator) -> list[np.ndarray]:
-    """The ``[in, out]`` weights of hidden layers of ``sizes`` (input first), in order: gain
-    ``sqrt(2)`` with ``orthogonal`` (as Stable-Baselines3), 1 otherwise."""
-    gain = HIDDEN_GAIN if init == "orthogonal" else 1.0
-    return [INITIALIZERS[init](a, b, gain, rng) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+#: A layer's initial ``(weights [fan_in, fan_out], bias [fan_out])``.
+Drawn = tuple[np.ndarray, np.ndarray]
 
 
-def draw_heads(fan_in: int, heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator) -> np.ndarray:
-    """The output heads' weights fused into one ``[fan_in, outputs]`` matrix, each head's
-    column block drawn with its own gain."""
-    return np.concatenate([INITIALIZERS[init](fan_in, n, gain, rng) for n, gain in heads], axis=1)
+def draw_layer(init: str, fan_in: int, fan_out: int, gain: float, rng: np.random.Generator) -> Drawn:
+    """One layer's initial weights and bias. The bias is zero, except under ``torch_uniform``,
+    which draws it right after the weights from ``±1 / sqrt(fan_in)`` (whatever the gain), as
+    PyTorch's ``nn.Linear`` and ``nn.Conv2d`` do; the other initialisers draw nothing for it."""
+    weights = INITIALIZERS[init](fan_in, fan_out, gain, rng)
+    if init != "torch_uniform":
+        return weights, np.zeros(fan_out, np.float32)
+    limit = 1.0 / math.sqrt(fan_in)
+    return weights, rng.uniform(-limit, limit, fan_out).astype(np.float32)
+
+
+def hidden_gain(init: str) -> float:
+    """A hidden layer's gain: ``sqrt(2)`` with ``orthogonal`` (as Stable-Baselines3), 1 otherwise."""
+    return HIDDEN_GAIN if init == "orthogonal" else 1.0
+
+
+def draw_hidden(sizes: Sequence[int], init: str, rng: np.random.Generator) -> list[Drawn]:
+    """The hidden layers of ``sizes`` (input first), in order, as :func:`draw_layer` with
+    :func:`hidden_gain`."""
+    return [draw_layer(init, a, b, hidden_gain(init), rng) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+
+
+def draw_heads(fan_in: int, heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator) -> Drawn:
+    """The output heads fused into one ``[fan_in, outputs]`` layer, each head's column block
+    (and bias block) drawn as its own layer with its own gain."""
+    blocks = [draw_layer(init, fan_in, n, gain, rng) for n, gain in heads]
+    return np.concatenate([w for w, _ in blocks], axis=1), np.concatenate([b for _, b in blocks])
 
 
 OutputSize = int | Sequence[int]
@@ -122,12 +142,12 @@ def head_slices(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
 
 
 class Dense(tf.Module):
-    """``y = x @ w + b`` with zero-initialised bias."""
+    """``y = x @ w + b``; the bias starts at ``bias``, zeros without it."""
 
-    def __init__(self, weights: np.ndarray, name: str | None = None) -> None:
+    def __init__(self, weights: np.ndarray, bias: np.ndarray | None = None, name: str | None = None) -> None:
         super().__init__(name=name)
         self.w = tf.Variable(weights, name="w")
-        self.b = tf.Variable(tf.zeros([weights.shape[1]]), name="b")
+        self.b = tf.Variable(tf.zeros([weights.shape[1]]) if bias is None else bias, name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         """In ``x``'s dtype (the weights cast to it: no op when it is theirs, float32)."""

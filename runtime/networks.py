@@ -22,6 +22,7 @@ from .layers import (  # noqa: F401 - re-exported: generated code and tests impo
     INITIALIZERS,
     Activation,
     Dense,
+    Drawn,
     LayerNorm,
     OutputGain,
     OutputSize,
@@ -38,14 +39,14 @@ from .recurrent import RecurrentMLP
 
 
 class EnsembleDense(tf.Module):
-    """``N`` independent :class:`Dense` layers stacked: ``w [N, in, out]``, ``b [N, out]``
-    (zeros). Applied to ``x [G, N, in]`` (``G`` groups of one row per member) with one einsum:
+    """``N`` independent :class:`Dense` layers stacked: ``w [N, in, out]``, ``b [N, out]``.
+    Applied to ``x [G, N, in]`` (``G`` groups of one row per member) with one einsum:
     ``y[g, i] = x[g, i] @ w[i] + b[i]``."""
 
-    def __init__(self, weights: np.ndarray, name: str | None = None) -> None:
+    def __init__(self, weights: np.ndarray, bias: np.ndarray, name: str | None = None) -> None:
         super().__init__(name=name)
         self.w = tf.Variable(weights, name="w")
-        self.b = tf.Variable(tf.zeros([weights.shape[0], weights.shape[2]]), name="b")
+        self.b = tf.Variable(bias, name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.einsum("gni,nio->gno", x, self.w) + self.b
@@ -133,10 +134,10 @@ class MLP(tf.Module):
             dense: Callable[..., tf.Module] = Dense
         else:  # one draw per member, as a single network with the member's seed, stacked
             members = [_draw(sizes, heads, init, np.random.default_rng(agent_seed(seed, i))) for i in range(agents)]
-            drawn = [np.stack(layer) for layer in zip(*members, strict=True)]
+            drawn = [tuple(np.stack(part) for part in zip(*layer, strict=True)) for layer in zip(*members, strict=True)]
             dense = EnsembleDense
-        self.hidden = [dense(w, name=f"hidden_{i}") for i, w in enumerate(drawn[:-1])]
-        self.head = dense(drawn[-1], name="head")
+        self.hidden = [dense(*wb, name=f"hidden_{i}") for i, wb in enumerate(drawn[:-1])]
+        self.head = dense(*drawn[-1], name="head")
         self.layer_norm = bool(layer_norm)
         if self.layer_norm:  # constants: the weights above are drawn as without them
             if self.agents is None:
@@ -177,11 +178,9 @@ class MLP(tf.Module):
         return tf.reshape(self.head(self._torso(self._members(x))), [-1, self.output_size])
 
 
-def _draw(
-    sizes: Sequence[int], heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator
-) -> list[np.ndarray]:
-    """One network's initial weights from ``rng``, in draw order: the hidden layers'
-    ``[in, out]`` matrices, then the heads' column blocks fused into one ``[in, outputs]``."""
+def _draw(sizes: Sequence[int], heads: Sequence[tuple[int, float]], init: str, rng: np.random.Generator) -> list[Drawn]:
+    """One network's initial ``(weights, bias)`` per layer from ``rng``, in draw order: the
+    hidden layers' (``[in, out]``), then the heads' column blocks fused into one ``[in, outputs]``."""
     return [*draw_hidden(sizes, init, rng), draw_heads(sizes[-1], heads, init, rng)]
 
 

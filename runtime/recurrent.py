@@ -149,9 +149,9 @@ class RecurrentMLP(tf.Module):
         self._activation = ACTIVATIONS[activation]
         rng = np.random.default_rng(seed)
         sizes = [self.input_size, *(int(h) for h in hidden)]
-        self.hidden = [Dense(w, name=f"hidden_{i}") for i, w in enumerate(draw_hidden(sizes, init, rng))]
+        self.hidden = [Dense(w, b, name=f"hidden_{i}") for i, (w, b) in enumerate(draw_hidden(sizes, init, rng))]
         self.gru = GRU(sizes[-1], int(size), rng, name="gru")
-        self.head = Dense(draw_heads(int(size), heads, init, rng), name="head")
+        self.head = Dense(*draw_heads(int(size), heads, init, rng), name="head")
         self.layer_norm = bool(layer_norm)
         if self.layer_norm:
             self.input_norm = LayerNorm(self.input_size, name="input_norm")

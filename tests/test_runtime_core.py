@@ -154,18 +154,31 @@ def test_mlp_orthogonal_init_and_custom_factory() -> None:
         build_network({"kind": "custom", "impl": "no_colon"}, (3,), 5)
 
 
-def test_torch_uniform_init_is_pytorchs_default_weight_range() -> None:
-    """PyTorch's nn.Linear and nn.Conv2d weights: U(±1/sqrt(fan_in)) (kaiming_uniform_, a=sqrt(5))."""
+def test_torch_uniform_init_is_pytorchs_default_weights_and_biases() -> None:
+    """PyTorch's nn.Linear and nn.Conv2d: weights U(±1/sqrt(fan_in)) (kaiming_uniform_, a=sqrt(5))
+    and biases from the same range, drawn after each layer's weights; other inits keep zero biases."""
+
+    def assert_uniform(x: np.ndarray, fan_in: int, rel: float) -> None:
+        bound = 1.0 / math.sqrt(fan_in)
+        assert np.abs(x).max() <= bound and np.abs(x).max() > 0.9 * bound  # the whole range, no gain
+        assert x.std() == pytest.approx(bound / math.sqrt(3.0), rel=rel)  # uniform, not normal
+
     mlp = build_network({"kind": "mlp", "hidden": [256, 256], "init": "torch_uniform"}, (4,), 3, 1.0, seed=2)
     for layer, fan_in in ((mlp.hidden[0], 4), (mlp.hidden[1], 256), (mlp.head, 256)):
-        w = layer.w.numpy()
-        bound = 1.0 / math.sqrt(fan_in)
-        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound  # the whole range, no gain
-        assert w.std() == pytest.approx(bound / math.sqrt(3.0), rel=0.15)  # uniform, not normal
-        assert not layer.b.numpy().any()
+        assert_uniform(layer.w.numpy(), fan_in, rel=0.15)
+    for layer, fan_in in ((mlp.hidden[0], 4), (mlp.hidden[1], 256)):
+        assert_uniform(layer.b.numpy(), fan_in, rel=0.2)
+    # the first layer's bias is the next draw after its weights, as torch.nn.Linear.reset_parameters
+    rng = np.random.default_rng(2)
+    rng.uniform(-0.5, 0.5, (4, 256))
+    np.testing.assert_allclose(mlp.hidden[0].b.numpy(), rng.uniform(-0.5, 0.5, 256).astype(np.float32))
     cnn = build_network({"kind": "cnn", "init": "torch_uniform"}, (4, 84, 84), 4, 1.0, seed=2)
-    conv = cnn.convs[0].w.numpy()  # [8, 8, 4, 32]: fan_in 8 * 8 * 4
-    assert np.abs(conv).max() <= 1 / 16 and conv.std() == pytest.approx(1 / 16 / math.sqrt(3.0), rel=0.05)
+    assert_uniform(cnn.convs[0].w.numpy(), 8 * 8 * 4, rel=0.05)  # [8, 8, 4, 32]: fan_in 8 * 8 * 4
+    assert_uniform(cnn.dense[0].b.numpy(), 3136, rel=0.2)  # 512 biases of the 3136 -> 512 layer
+    assert np.abs(cnn.convs[0].b.numpy()).max() <= 1 / 16 and cnn.convs[0].b.numpy().std() > 0.02
+    for kind in ("mlp", "cnn"):  # orthogonal draws no biases: its networks are what they were
+        net = build_network({"kind": kind}, (4, 84, 84) if kind == "cnn" else (4,), 3, 1.0, seed=2)
+        assert not any(v.numpy().any() for v in net.trainable_variables if v.name.startswith("b"))
 
 
 def test_a_custom_factory_that_takes_a_seed_gets_the_networks(monkeypatch) -> None:
