@@ -75,15 +75,14 @@ def to_nhwc(x: tf.Tensor, input_shape: Sequence[int], dtype: tf.DType = tf.float
 
 
 class Conv2D(tf.Module):
-    """A 2-D convolution ``[kernel, kernel, c_in, filters]``; the bias starts at ``bias``, zeros
-    without it."""
+    """A 2-D convolution from an initial ``kernel [kernel, kernel, c_in, filters]`` and ``bias [filters]``."""
 
     def __init__(
-        self, kernel: np.ndarray, stride: int, padding: str, bias: np.ndarray | None = None, name: str | None = None
+        self, kernel: np.ndarray, bias: np.ndarray, stride: int, padding: str, name: str | None = None
     ) -> None:
         super().__init__(name=name)
         self.w = tf.Variable(kernel, name="w")
-        self.b = tf.Variable(tf.zeros([kernel.shape[-1]]) if bias is None else bias, name="b")
+        self.b = tf.Variable(bias, name="b")
         self.stride, self.padding = int(stride), padding
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
@@ -95,7 +94,7 @@ def _conv(c_in: int, filters: int, kernel: int, stride: int, padding: str, init:
     """A hidden conv layer whose kernel is drawn as a ``[kernel*kernel*c_in, filters]`` matrix
     (as ``torch.nn.init`` flattens a conv weight) and reshaped."""
     flat, bias = draw_layer(init, kernel * kernel * c_in, filters, hidden_gain(init), rng)
-    return Conv2D(flat.reshape(kernel, kernel, c_in, filters), stride, padding, bias, name=name)
+    return Conv2D(flat.reshape(kernel, kernel, c_in, filters), bias, stride, padding, name=name)
 
 
 class _ImageNet(tf.Module):

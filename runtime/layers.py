@@ -142,12 +142,12 @@ def head_slices(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
 
 
 class Dense(tf.Module):
-    """``y = x @ w + b``; the bias starts at ``bias``, zeros without it."""
+    """``y = x @ w + b``, from initial ``weights [in, out]`` and ``bias [out]`` (:func:`draw_layer`)."""
 
-    def __init__(self, weights: np.ndarray, bias: np.ndarray | None = None, name: str | None = None) -> None:
+    def __init__(self, weights: np.ndarray, bias: np.ndarray, name: str | None = None) -> None:
         super().__init__(name=name)
         self.w = tf.Variable(weights, name="w")
-        self.b = tf.Variable(tf.zeros([weights.shape[1]]) if bias is None else bias, name="b")
+        self.b = tf.Variable(bias, name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         """In ``x``'s dtype (the weights cast to it: no op when it is theirs, float32)."""
