@@ -16,7 +16,9 @@ kept unless ``kwargs`` set them) and wraps it, innermost first, in:
    it acts on each reset, so after each lost life too; in evaluation, where a game is one
    episode, it also acts after a lost life: a no-op, FIRE, then 2, as training's reset does;
 5. :class:`ClipReward` (training): rewards become their sign, -1, 0 or 1;
-6. ``FrameStackObservation(4)``: observations ``[4, 84, 84]`` uint8.
+6. ``FrameStackObservation(4, padding_type="zero")``: observations ``[4, 84, 84]`` uint8; an
+   episode's first stack is three zero frames and its first screen, as SB3's ``VecFrameStack``
+   (the Zoo's frame stack) starts one. In training each life is an episode, so each life starts so.
 
 TensorFlow-free: ``validate`` applies it to read the spaces, env ranks to step.
 """
@@ -163,7 +165,7 @@ def atari(env: gym.Env, training: bool = True, noop_max: int = 30, frame_skip: i
         env = FireReset(env, after_life_loss=not training)
     if training:
         env = ClipReward(env)
-    return gym.wrappers.FrameStackObservation(env, stack)
+    return gym.wrappers.FrameStackObservation(env, stack, padding_type="zero")
 
 
 def make(env_id: str, kwargs: dict[str, Any] | None = None, training: bool = True, **make_kwargs: Any) -> gym.Env:

@@ -43,6 +43,26 @@ def test_preset_frames_are_stacked_84x84_uint8_from_ale():
     env.close()
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_each_episode_starts_its_stack_with_zero_frames(training):
+    """SB3's VecFrameStack zeroes an episode's stack: three zero frames, then the first screen,
+    sliding out over the next three steps. In training a lost life ends the episode, so every
+    life starts so; in evaluation a lost life keeps the stack (the game goes on)."""
+    env = atari.make("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, training=training)
+    obs, info = env.reset(seed=0)
+    rng, episodes, lives_lost, age = np.random.default_rng(0), 1, 0, 0
+    for _ in range(600):
+        zeros = [not frame.any() for frame in obs]
+        assert zeros == [k < 3 - age for k in range(4)], (age, zeros)  # zeros only in a new stack
+        obs, _, terminated, truncated, next_info = env.step(int(rng.integers(env.action_space.n)))
+        lives_lost += next_info["lives"] < info["lives"]
+        info, age = next_info, min(age + 1, 3)
+        if terminated or truncated:
+            (obs, info), episodes, age = env.reset(), episodes + 1, 0
+    assert lives_lost >= 1 and episodes >= (3 if training else 1)  # lives lost within games too
+    env.close()
+
+
 def test_rewards_clipped_for_training_and_unclipped_game_score_reported():
     env = atari.make("ALE/Breakout-v5", {"repeat_action_probability": 0.0})
     steps = _play(env, 1500)
