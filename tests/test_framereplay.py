@@ -9,12 +9,18 @@ from rlgen.runtime.framereplay import FrameReplayBuffer
 from rlgen.runtime.replay import ReplayBuffer
 
 
-def _episodes(steps: int, envs: int, stack: int, seed: int):
+def _episodes(steps: int, envs: int, stack: int, seed: int, zero_pad: bool = False):
     """Vector steps of envs whose observations are sliding stacks of random frames, with
-    episode ends (NEXT_STEP autoreset: the step after an end is a reset step)."""
+    episode ends (NEXT_STEP autoreset: the step after an end is a reset step). A reset's stack
+    is its first frame repeated (envpool) or zero frames then it (``zero_pad``: the atari preset)."""
     rng = np.random.default_rng(seed)
     new = lambda: rng.integers(0, 256, (6, 5), dtype=np.uint8)  # noqa: E731
-    stacks = [np.stack([new()] * stack) for _ in range(envs)]  # a reset pads with its first frame
+
+    def first():
+        frame = new()
+        return np.stack([np.zeros_like(frame) if zero_pad else frame] * (stack - 1) + [frame])
+
+    stacks = [first() for _ in range(envs)]
     for _ in range(steps):
         obs = np.stack(stacks)
         nxt, term, trunc = [], np.zeros(envs, bool), np.zeros(envs, bool)
@@ -23,7 +29,7 @@ def _episodes(steps: int, envs: int, stack: int, seed: int):
             term[i], trunc[i] = end and rng.random() < 0.5, end
             s = np.concatenate([stacks[i][1:], new()[None]])
             nxt.append(s)
-            stacks[i] = np.stack([new()] * stack) if end else s
+            stacks[i] = first() if end else s
         yield (
             obs,
             rng.integers(0, 4, envs).astype(np.int32),
@@ -34,13 +40,14 @@ def _episodes(steps: int, envs: int, stack: int, seed: int):
         )
 
 
+@pytest.mark.parametrize("zero_pad", [False, True])
 @pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("stack", [4, 1])
-def test_frame_replay_equals_naive_replay(stack, compress):
+def test_frame_replay_equals_naive_replay(stack, compress, zero_pad):
     envs, cap = 3, 500
     naive = ReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, obs_dtype=np.uint8)
     shared = FrameReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, frame_capacity=10**5, compress=compress)
-    for step in _episodes(120, envs, stack, seed=1):
+    for step in _episodes(120, envs, stack, seed=1, zero_pad=zero_pad):
         assert naive.record(*step) == shared.record(*step)
     assert len(naive) == len(shared) == naive.inserted
     a, b = naive.transitions(), shared.transitions()
