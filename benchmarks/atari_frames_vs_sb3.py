@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -55,7 +54,10 @@ def sb3_stream(steps: int, seed: int, sticky: float) -> dict[str, np.ndarray]:
     gym.register_envs(ale_py)
     kwargs = {"frameskip": 1, "repeat_action_probability": sticky}
     env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=seed, env_kwargs=kwargs), n_stack=4)
-    chw = lambda o: np.transpose(o, (2, 0, 1))  # noqa: E731  SB3 stacks channels-last
+
+    def chw(obs: np.ndarray) -> np.ndarray:  # SB3 stacks channels-last
+        return np.transpose(obs, (2, 0, 1))
+
     frames, rewards, ends = [chw(env.reset()[0])], [], []
     for a in actions(steps):
         obs, reward, done, infos = env.step(np.array([a]))
@@ -123,4 +125,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -59,7 +59,7 @@ def test_each_episode_starts_its_stack_with_zero_frames(training):
         info, age = next_info, min(age + 1, 3)
         if terminated or truncated:
             (obs, info), episodes, age = env.reset(), episodes + 1, 0
-    assert lives_lost >= 1 and episodes >= (3 if training else 1)  # lives lost within games too
+    assert lives_lost >= 1 and episodes >= (3 if training else 1)  # the checks above met both cases
     env.close()
 
 

@@ -40,10 +40,9 @@ def _episodes(steps: int, envs: int, stack: int, seed: int, zero_pad: bool = Fal
         )
 
 
-@pytest.mark.parametrize("zero_pad", [False, True])
 @pytest.mark.parametrize("compress", [False, True])
-@pytest.mark.parametrize("stack", [4, 1])
-def test_frame_replay_equals_naive_replay(stack, compress, zero_pad):
+@pytest.mark.parametrize(("stack", "zero_pad"), [(4, False), (4, True), (1, False)])
+def test_frame_replay_equals_naive_replay(stack, zero_pad, compress):
     envs, cap = 3, 500
     naive = ReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, obs_dtype=np.uint8)
     shared = FrameReplayBuffer(cap, (stack, 6, 5), num_envs=envs, seed=0, frame_capacity=10**5, compress=compress)
