@@ -28,45 +28,46 @@ def actions(steps: int) -> np.ndarray:
     return np.random.default_rng(123).integers(0, 4, size=steps)
 
 
+def _record(steps: int, first: np.ndarray, step) -> dict[str, np.ndarray]:
+    """One side's stream: ``step(action)`` returns the observation after the action (the
+    terminal one where the episode ended), the reward, and the reset's first observation where
+    the episode ended (else ``None``)."""
+    frames, rewards, ends = [first], [], []
+    for a in actions(steps):
+        obs, reward, restart = step(int(a))
+        frames += [obs] if restart is None else [obs, restart]
+        rewards.append(reward)
+        ends.append(restart is not None)
+    return {"frames": np.stack(frames), "rewards": np.array(rewards), "ends": np.array(ends)}
+
+
 def rlgen_stream(steps: int, seed: int, sticky: float) -> dict[str, np.ndarray]:
     from rlgen.dsl import atari
 
     env = atari.make(ENV_ID, {"repeat_action_probability": sticky})
-    obs, _ = env.reset(seed=seed)
-    frames, rewards, ends = [obs], [], []
-    for a in actions(steps):
-        obs, reward, terminated, truncated, _ = env.step(int(a))
-        frames.append(obs)
-        if terminated or truncated:
-            obs, _ = env.reset()
-            frames.append(obs)
-        rewards.append(reward)
-        ends.append(terminated or truncated)
-    return {"frames": np.stack(frames), "rewards": np.array(rewards), "ends": np.array(ends)}
+
+    def step(action: int):
+        obs, reward, terminated, truncated, _ = env.step(action)
+        return obs, reward, env.reset()[0] if terminated or truncated else None
+
+    return _record(steps, env.reset(seed=seed)[0], step)
 
 
 def sb3_stream(steps: int, seed: int, sticky: float) -> dict[str, np.ndarray]:
-    import ale_py
-    import gymnasium as gym
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
+    from sb3_atari import make_env  # beside this script; the env the learning comparisons use
 
-    gym.register_envs(ale_py)
-    kwargs = {"frameskip": 1, "repeat_action_probability": sticky}
-    env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=seed, env_kwargs=kwargs), n_stack=4)
+    env = make_env(seed, n_envs=1, repeat_action_probability=sticky)
 
     def chw(obs: np.ndarray) -> np.ndarray:  # SB3 stacks channels-last
         return np.transpose(obs, (2, 0, 1))
 
-    frames, rewards, ends = [chw(env.reset()[0])], [], []
-    for a in actions(steps):
-        obs, reward, done, infos = env.step(np.array([a]))
-        frames.append(chw(infos[0]["terminal_observation"] if done[0] else obs[0]))
+    def step(action: int):
+        obs, reward, done, infos = env.step(np.array([action]))
         if done[0]:
-            frames.append(chw(obs[0]))
-        rewards.append(reward[0])
-        ends.append(bool(done[0]))
-    return {"frames": np.stack(frames), "rewards": np.array(rewards), "ends": np.array(ends)}
+            return chw(infos[0]["terminal_observation"]), reward[0], chw(obs[0])
+        return chw(obs[0]), reward[0], None
+
+    return _record(steps, chw(env.reset()[0]), step)
 
 
 def compare(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> str:

@@ -158,9 +158,11 @@ def dqn(env, seed: int) -> DQN:
     )
 
 
-def make_env(seed: int, n_envs: int = 8):
-    env = make_atari_env("ALE/Breakout-v5", n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1})
-    return VecFrameStack(env, n_stack=4)
+def make_env(seed: int, n_envs: int = 8, **env_kwargs):
+    """The comparisons' SB3 env: ``make_atari_env`` (the Zoo's ``AtariWrapper``) on Breakout-v5
+    with ``frameskip=1`` and ``env_kwargs``, under ``VecFrameStack(4)``."""
+    kwargs = {**env_kwargs, "frameskip": 1}
+    return VecFrameStack(make_atari_env("ALE/Breakout-v5", n_envs=n_envs, seed=seed, env_kwargs=kwargs), n_stack=4)
 
 
 def learn(args: argparse.Namespace, model: PPO | DQN) -> int:
