@@ -17,6 +17,11 @@ lives) come in ``info`` when a game ends, summed from envpool's unclipped ``info
 Evaluation plays whole games as episodes: envpool presses FIRE only on a reset, so its pool
 keeps a lost life as an episode end (the reset that follows presses FIRE, as in training) and
 the adapter does not report it (``games=True``): that reset step is one more step of the game.
+envpool starts an episode's frame stack with its first screen repeated (or, after a lost life, the
+last frames of that life); the adapter zeroes the frames older than the episode, so that each
+stack starts as the gymnasium preset's and SB3's ``VecFrameStack``: three zero frames, then the
+first screen (in evaluation, at the start of a game only, as the gymnasium preset keeps the stack
+over a lost life).
 TensorFlow-free: ``validate`` reads the spaces here, env ranks step through it.
 """
 
@@ -115,6 +120,8 @@ class EnvPoolAtari:
         self._score = np.zeros(self.num_envs, np.float64)
         self._length = np.zeros(self.num_envs, np.int64)
         self._done = np.zeros(self.num_envs, bool)
+        self._fresh = np.zeros(self.num_envs, bool)  # the next step starts a new frame stack
+        self._age = np.zeros(self.num_envs, np.int64)  # frames of its episode in each env's stack
 
     def _in_order(self, info: dict[str, Any], *rows: np.ndarray) -> list[np.ndarray]:
         """Rows by env index (a synchronous pool returns them so; kept safe if it did not)."""
@@ -128,8 +135,19 @@ class EnvPoolAtari:
         """New games in every env (seeds were given when the pool was made)."""
         obs, info = self.pool.reset()
         (obs,) = self._in_order(info, obs)
-        self._score[:], self._length[:], self._done[:] = 0.0, 0, False
-        return obs, {}
+        self._score[:], self._length[:], self._done[:], self._fresh[:] = 0.0, 0, False, False
+        self._age[:] = 1
+        return self._zero_padded(obs), {}
+
+    def _zero_padded(self, obs: np.ndarray) -> np.ndarray:
+        """``obs`` with each stack's frames from before its episode zeroed (a copy where any is)."""
+        stale = np.maximum(obs.shape[1] - self._age, 0)
+        if not stale.any():
+            return obs
+        obs = obs.copy()
+        for i in np.flatnonzero(stale):
+            obs[i, : stale[i]] = 0
+        return obs
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.pool.step(np.asarray(action, np.int32))
@@ -143,7 +161,9 @@ class EnvPoolAtari:
         ended = done & (game_over.astype(bool) | truncated)  # a lost life ends an episode, not a game
         info = {"game_score": self._score.copy(), "game_length": self._length.copy(), "_game_score": ended}
         self._score[ended], self._length[ended] = 0.0, 0
-        self._done = done
+        self._age = np.where(self._fresh, 1, self._age + 1)
+        obs = self._zero_padded(obs)
+        self._done, self._fresh = done, ended if self.games else done
         if self.games:  # the pool's next step is its reset (FIRE), a step of the same game
             terminated = terminated & ended
         return obs, reward, terminated, truncated, info

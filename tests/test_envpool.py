@@ -89,6 +89,38 @@ def test_adapter_for_evaluation_ends_episodes_with_games_only():
     assert ends == [[False, False], [False, False], [False, True]]  # env 1's lost life is hidden
 
 
+class StackPool(FakePool):
+    """FakePool's episodes with stacks of 4 frames that are never zero, as envpool's."""
+
+    def reset(self):
+        obs, info = super().reset()
+        return np.full((2, 4, 1), 9, np.uint8), info
+
+    def step(self, action):
+        _, *rest = super().step(action)
+        return np.full((2, 4, 1), 9, np.uint8), *rest
+
+
+@pytest.mark.parametrize(
+    ("games", "zeros"),
+    [
+        (False, [[3, 3], [2, 2], [1, 3], [0, 2], [0, 3]]),  # env 1: new stacks after its lost life and its game
+        (True, [[3, 3], [2, 2], [1, 1], [0, 0], [0, 3]]),  # evaluation: after its game only
+    ],
+)
+def test_adapter_zeroes_frames_from_before_the_episode(games, zeros):
+    """Each stack starts as the gymnasium preset's (SB3's VecFrameStack): three zero frames, then
+    the first screen; the zeros slide out over the next three steps."""
+    env = EnvPoolAtari(StackPool(), 2, games=games)
+    stacks = [env.reset()[0], *(env.step(np.zeros(2, np.int32))[0] for _ in range(4))]
+    seen = [[int((stack[i, :, 0] == 0).sum()) for i in range(2)] for stack in stacks]
+    assert seen == zeros
+    for stack in stacks:  # zeros only before the frames kept
+        for i in range(2):
+            kept = stack[i, :, 0] != 0
+            assert kept[np.argmax(kept) :].all() and kept[-1]
+
+
 @needs_envpool
 def test_envpool_presses_fire_on_reset_without_sticky_actions():
     """A no-op policy loses its lives only if the game serves the ball: envpool's FIRE on reset
@@ -101,6 +133,27 @@ def test_envpool_presses_fire_on_reset_without_sticky_actions():
         lost |= env.step(np.zeros(n, np.int32))[2]
     env.close()
     assert lost.all()
+
+
+@needs_envpool
+@pytest.mark.parametrize("training", [True, False])
+def test_envpool_stacks_start_with_zero_frames_as_the_gymnasium_preset(training):
+    """The same check as tests/test_atari.py's for the gymnasium preset, on envpool's real frames."""
+    n = 2
+    env = atari_envpool.make("ALE/Breakout-v5", n, 0, {"repeat_action_probability": 0.0}, training=training)
+    obs, _ = env.reset()
+    rng, age, done = np.random.default_rng(0), np.zeros(n, np.int64), np.zeros(n, bool)
+    ends = 0
+    for _ in range(600):
+        for i in range(n):
+            zeros = [not frame.any() for frame in obs[i]]
+            assert zeros == [k < 3 - age[i] for k in range(4)], (i, age[i], zeros)
+        obs, _, terminated, truncated, _ = env.step(rng.integers(0, 4, n).astype(np.int32))
+        age = np.where(done, 0, age + 1)  # the step after an end (NEXT_STEP) is the new episode's first
+        done = terminated | truncated
+        ends += int(done.sum())
+    assert ends >= (2 if training else 1)
+    env.close()
 
 
 def test_envpool_not_installed_is_e436(monkeypatch):

@@ -12,7 +12,8 @@ from rlgen.runtime.replay import ReplayBuffer
 def _episodes(steps: int, envs: int, stack: int, seed: int, zero_pad: bool = False):
     """Vector steps of envs whose observations are sliding stacks of random frames, with
     episode ends (NEXT_STEP autoreset: the step after an end is a reset step). A reset's stack
-    is its first frame repeated (envpool) or zero frames then it (``zero_pad``: the atari preset)."""
+    is its first frame repeated (a plain ``FrameStackObservation``) or zero frames then it
+    (``zero_pad``: the atari preset under both backends)."""
     rng = np.random.default_rng(seed)
     new = lambda: rng.integers(0, 256, (6, 5), dtype=np.uint8)  # noqa: E731
 
