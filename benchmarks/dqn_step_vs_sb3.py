@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,21 +79,27 @@ def sb3_half(out: Path, steps: int) -> None:
     np.savez(out, **data, **saved)
 
 
+def nature_cnn(w: Callable[[str], np.ndarray]) -> list[np.ndarray]:
+    """SB3's ``NatureCNN`` weights (``w(key)``: a state-dict entry under ``features_extractor.``)
+    as rlgen's Nature CNN torso variables, in its trainable order (b, w per layer): kernels OIHW
+    to HWIO, the dense layer's inputs from NCHW's flattening order to NHWC's."""
+    out = []
+    for i in (0, 2, 4):
+        out += [w(f"features_extractor.cnn.{i}.bias"), w(f"features_extractor.cnn.{i}.weight").transpose(2, 3, 1, 0)]
+    dense = w("features_extractor.linear.0.weight")  # [512, 64 * 7 * 7], inputs in (c, h, w) order
+    return out + [
+        w("features_extractor.linear.0.bias"),
+        dense.reshape(512, 64, 7, 7).transpose(2, 3, 1, 0).reshape(3136, 512),
+    ]
+
+
 def to_rlgen(z: np.lib.npyio.NpzFile, step: int) -> list[np.ndarray]:
     """SB3's Q-network after ``step`` as rlgen's Nature CNN variables (trainable order: b, w per layer)."""
 
     def w(key: str) -> np.ndarray:
         return z[f"w{step}/{key}"]
 
-    out = []
-    for i in (0, 2, 4):
-        out += [w(f"features_extractor.cnn.{i}.bias"), w(f"features_extractor.cnn.{i}.weight").transpose(2, 3, 1, 0)]
-    dense = w("features_extractor.linear.0.weight")  # [512, 64 * 7 * 7], inputs in (c, h, w) order
-    out += [
-        w("features_extractor.linear.0.bias"),
-        dense.reshape(512, 64, 7, 7).transpose(2, 3, 1, 0).reshape(3136, 512),
-    ]
-    return out + [w("q_net.0.bias"), w("q_net.0.weight").T]
+    return nature_cnn(w) + [w("q_net.0.bias"), w("q_net.0.weight").T]
 
 
 def rlgen_half(saved: Path, steps: int) -> None:

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from dqn_step_vs_sb3 import nature_cnn  # beside this script
 
 T, B, MINIBATCH = 128, 8, 256
 #: examples/ppo-breakout.rl.yaml's torso as ``rlgen build`` resolves it (the Nature CNN)
@@ -91,16 +92,9 @@ def to_rlgen(z: np.lib.npyio.NpzFile, step: int) -> list[np.ndarray]:
     def w(key: str) -> np.ndarray:
         return z[f"w{step}/{key}"]
 
-    out = []
-    for i in (0, 2, 4):
-        out += [w(f"features_extractor.cnn.{i}.bias"), w(f"features_extractor.cnn.{i}.weight").transpose(2, 3, 1, 0)]
-    dense = w("features_extractor.linear.0.weight")  # [512, 64 * 7 * 7], inputs in (c, h, w) order
-    out += [
-        w("features_extractor.linear.0.bias"),
-        dense.reshape(512, 64, 7, 7).transpose(2, 3, 1, 0).reshape(3136, 512),
-    ]
     heads = ("action_net", "value_net")
-    return out + [np.concatenate([w(f"{h}.bias") for h in heads]), np.concatenate([w(f"{h}.weight") for h in heads]).T]
+    bias, weight = (np.concatenate([w(f"{h}.{k}") for h in heads]) for k in ("bias", "weight"))
+    return [*nature_cnn(w), bias, weight.T]
 
 
 def rlgen_half(saved: Path, epochs: int) -> None:
