@@ -221,13 +221,16 @@ def test_a_tried_policy_slower_than_its_floor_stops_with_a_checkpoint_after_its_
 
 @pytest.mark.skipif(not HOROVOD, reason="horovodrun not installed (scripts/setup.sh)")
 def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
-    text = re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO)
+    # 380 of the spec's 391 iterations, with no stop at the target return: the run must outlast
+    # auto's 2 s profile on a quiet machine too (150 did not: at CartPole's ~75 iterations/s the
+    # run ended with its profile, nothing measured)
+    text = re.sub(r"stop: \{[^}]*\}", "stop: {}", re.sub(r"eval: \{every: \d+", "eval: {every: 0", PPO))
     spec = tmp_path / "tiny.rl.yaml"
     spec.write_text(text)
     run_dir = tmp_path / "run"
     r = subprocess.run(
         [sys.executable, "-m", "rlgen", "run", str(spec), "--policy", "auto", "--calibration-budget", "200"]
-        + ["--iterations", "150", "--run-dir", str(run_dir), "--build-dir", str(tmp_path / "build")],
+        + ["--iterations", "380", "--run-dir", str(run_dir), "--build-dir", str(tmp_path / "build")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -246,7 +249,7 @@ def test_auto_run_measures_chooses_and_trains_on_with_the_choice(tmp_path):
     assert (doc["policy"], doc["workers"]) == choice and doc["status"] == "finished"
     assert "auto:" in r.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [row["iteration"] for row in rows] == list(range(1, 151))  # one run, the switch included
+    assert [row["iteration"] for row in rows] == list(range(1, 381))  # one run, the switch included
 
     # what the run measured is remembered: the next auto run of the spec starts straight under
     # the fastest measured policy, with no profile under single and no restart

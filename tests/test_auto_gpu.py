@@ -177,7 +177,8 @@ def test_auto_run_with_a_stand_in_gpu_measures_the_gpu_placement_and_remembers_i
         return json.loads((tmp_path / name / "run.json").read_text())
 
     # a budget for one measurement: single on the stand-in, first in the calibration order
-    doc = run("run", "--calibration-budget", "12", "--iterations", "150")
+    # long enough to outlast auto's 2 s profile on a quiet machine (150 iterations did not)
+    doc = run("run", "--calibration-budget", "12", "--iterations", "400")
     auto = doc["auto"]
     placed = [x for x in auto["candidates"] if x["devices"]["learner"] == "gpu"]
     assert placed and all(x["predicted"] is None for x in placed)
