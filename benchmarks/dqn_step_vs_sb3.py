@@ -143,13 +143,18 @@ def main() -> None:
         return sb3_half(args.sb3_half, args.steps)
     if not args.sb3_python:
         ap.error("--sb3-python is required")
+    in_two_halves(__file__, args.sb3_python, "--steps", args.steps, rlgen_half)
+
+
+def in_two_halves(script: str, sb3_python: str, option: str, n: int, rlgen_half: Callable[[Path, int], None]) -> None:
+    """Run ``script --sb3-half FILE option n`` in ``sb3_python`` (one thread), then ``rlgen_half(FILE, n)``."""
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "sb3.npz"
-        cmd = [args.sb3_python, __file__, "--sb3-half", str(saved), "--steps", str(args.steps)]
+        cmd = [sb3_python, script, "--sb3-half", str(saved), option, str(n)]
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         if done.returncode:
             sys.exit(f"the SB3 half failed (exit {done.returncode}):\n{done.stderr}")
-        rlgen_half(saved, args.steps)
+        rlgen_half(saved, n)
 
 
 if __name__ == "__main__":

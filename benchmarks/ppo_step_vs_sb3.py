@@ -25,14 +25,11 @@ figures differ by definition: SB3 logs the last epoch's mean, rlgen the mean ove
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from dqn_step_vs_sb3 import nature_cnn  # beside this script
+from dqn_step_vs_sb3 import in_two_halves, nature_cnn  # beside this script
 
 T, B, MINIBATCH = 128, 8, 256
 #: examples/ppo-breakout.rl.yaml's torso as ``rlgen build`` resolves it (the Nature CNN)
@@ -159,13 +156,7 @@ def main() -> None:
         return sb3_half(args.sb3_half, args.epochs)
     if not args.sb3_python:
         ap.error("--sb3-python is required")
-    with tempfile.TemporaryDirectory() as tmp:
-        saved = Path(tmp) / "sb3.npz"
-        cmd = [args.sb3_python, __file__, "--sb3-half", str(saved), "--epochs", str(args.epochs)]
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        if done.returncode:
-            sys.exit(f"the SB3 half failed (exit {done.returncode}):\n{done.stderr}")
-        rlgen_half(saved, args.epochs)
+    in_two_halves(__file__, args.sb3_python, "--epochs", args.epochs, rlgen_half)
 
 
 if __name__ == "__main__":
